@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Create .venv (if missing) and install toolgrammar with the extras named in $1 (default: hf,qwen,compare).
+# torch is pinned to 2.13.0: that CPU build lies on this machine's disk; an unpinned torch pulls a CUDA build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extras="${1:-hf,qwen,compare}"
+python="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  "$python" -m venv .venv
+  .venv/bin/python -m pip install -q --upgrade pip
+fi
+.venv/bin/python -m pip install -q "torch==2.13.0"
+.venv/bin/python -m pip install -q -e ".[${extras}]"

@@ -1,0 +1,825 @@
+"""Byte-level regular languages: a small expression tree, compiled to a deterministic automaton.
+
+Why not a regex library: a token may hold part of a UTF-8 character (emoji and CJK arguments are
+split across tokens), so the automaton must run on *bytes*, and it needs two symbols beyond the 256
+bytes: ``SPECIAL`` (a control token such as ``<|im_start|>``, which is not text) and ``EOS`` (the end
+of the turn). The trees are built by ``json_grammar`` and the formats, compiled once here (Thompson
+NFA, then subset construction over byte classes, then pruning of states that cannot reach the end),
+and walked by ``engine``. ``to_regex`` prints the same tree as a Python regular expression for other
+engines and for tests that cross-check this compiler against an independent one.
+
+Everything here is pure Python + numpy, and imports no torch or transformers.
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from .errors import GrammarError
+
+N_SYMBOLS = 258
+"""Alphabet size: bytes 0-255, then :data:`SPECIAL` and :data:`EOS`."""
+SPECIAL = 256
+"""A control token that is not text (``<|im_start|>``...). Free text may hold it; a block never does."""
+EOS = 257
+"""The end of the turn (``<|im_end|>``, ``<|endoftext|>``)."""
+DEAD = -1
+"""Transition target meaning 'rejected'."""
+
+MAX_NFA_STATES = 400_000
+"""A grammar larger than this is refused with a clear error instead of exhausting memory."""
+MAX_DFA_STATES = 200_000
+
+
+# ----------------------------------------------------------------------------------------------
+# Expression tree
+# ----------------------------------------------------------------------------------------------
+
+
+class Node:
+    """An immutable expression over the 258-symbol alphabet."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, eq=False)
+class Lit(Node):
+    """An exact byte string."""
+
+    data: bytes
+
+
+@dataclass(frozen=True, eq=False)
+class Sym(Node):
+    """One symbol out of a set (a 258-bit mask). ``regex`` is its rendering for :func:`to_regex`."""
+
+    mask: int
+    regex: str | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Seq(Node):
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Alt(Node):
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Repeat(Node):
+    """``item`` repeated ``lo`` to ``hi`` times (``hi=None``: unbounded)."""
+
+    item: Node
+    lo: int
+    hi: int | None
+
+
+@dataclass(frozen=True, eq=False)
+class Avoid(Node):
+    """The strings of ``item`` that contain none of ``words`` as a substring."""
+
+    item: Node
+    words: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Shared(Node):
+    """A sub-language compiled once to a minimal DFA and embedded wherever it occurs.
+
+    Trees that refer to the same sub-tree several times (nested free-form JSON) would otherwise be
+    copied at each reference, which grows exponentially with the nesting.
+    """
+
+    item: Node
+
+
+@dataclass(frozen=True, eq=False)
+class NotPrefixed(Node):
+    """The strings of ``item`` that do not start with ``word``."""
+
+    item: Node
+    word: bytes
+
+
+@dataclass(frozen=True, eq=False)
+class Group(Node):
+    """A region of the grammar with a role: ``safe`` regions are free text, where a turn may be cut.
+
+    ``regex`` optionally overrides the rendering of the whole region in :func:`to_regex` (for
+    pieces whose byte-level construction has a shorter character-level spelling).
+    """
+
+    item: Node
+    safe: bool = False
+    regex: str | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Members(Node):
+    """A list of members in a fixed order, each required or optional, joined by ``sep``.
+
+    This is the body of a JSON object with declared properties: a separator goes between two
+    members that are present, never before the first. Built linearly (two tracks: nothing written
+    yet / something written), where nested alternatives would grow exponentially.
+    """
+
+    items: tuple[tuple[Node, bool], ...]  # (member, required)
+    sep: Node
+
+
+# Constructors ---------------------------------------------------------------------------------
+
+
+def lit(text: str | bytes) -> Node:
+    """An exact string (``str`` is encoded as UTF-8)."""
+    return Lit(text.encode("utf-8") if isinstance(text, str) else bytes(text))
+
+
+def mask_of(symbols: Iterable[int]) -> int:
+    m = 0
+    for s in symbols:
+        m |= 1 << s
+    return m
+
+
+def byte_range(lo: int, hi: int) -> int:
+    """Mask of bytes ``lo..hi`` inclusive."""
+    return ((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)
+
+
+def sym(mask: int, regex: str | None = None) -> Node:
+    if mask == 0:
+        raise GrammarError("empty symbol set")
+    return Sym(mask, regex)
+
+
+def chars(text: str, regex: str | None = None) -> Node:
+    """One of the given ASCII characters."""
+    if any(ord(c) > 127 for c in text):
+        raise GrammarError(f"chars() takes ASCII only, got {text!r}")
+    return Sym(mask_of(ord(c) for c in text), regex or "[" + "".join(re.escape(c) for c in text) + "]")
+
+
+def seq(*items: Node) -> Node:
+    flat: list[Node] = []
+    for it in items:
+        if isinstance(it, Seq):
+            flat.extend(it.items)
+        else:
+            flat.append(it)
+    # Merge adjacent literals: fewer NFA states, shorter regexes.
+    merged: list[Node] = []
+    for it in flat:
+        if merged and isinstance(it, Lit) and isinstance(merged[-1], Lit):
+            merged[-1] = Lit(merged[-1].data + it.data)
+        else:
+            merged.append(it)
+    if len(merged) == 1:
+        return merged[0]
+    return Seq(tuple(merged))
+
+
+def alt(*items: Node) -> Node:
+    if not items:
+        raise GrammarError("alt() of nothing")
+    flat: list[Node] = []
+    for it in items:
+        if isinstance(it, Alt):
+            flat.extend(it.items)
+        else:
+            flat.append(it)
+    return flat[0] if len(flat) == 1 else Alt(tuple(flat))
+
+
+def repeat(item: Node, lo: int, hi: int | None) -> Node:
+    if lo < 0 or (hi is not None and hi < lo):
+        raise GrammarError(f"bad repetition bounds {lo}..{hi}")
+    return Repeat(item, lo, hi)
+
+
+def opt(item: Node) -> Node:
+    return Repeat(item, 0, 1)
+
+
+def star(item: Node) -> Node:
+    return Repeat(item, 0, None)
+
+
+def plus(item: Node) -> Node:
+    return Repeat(item, 1, None)
+
+
+def avoiding(item: Node, *words: str | bytes) -> Node:
+    ws = tuple(w.encode() if isinstance(w, str) else bytes(w) for w in words if w)
+    return Avoid(item, ws) if ws else item
+
+
+def shared(item: Node) -> Node:
+    return item if isinstance(item, Shared) else Shared(item)
+
+
+def not_prefixed(item: Node, word: str | bytes) -> Node:
+    return NotPrefixed(item, word.encode() if isinstance(word, str) else bytes(word))
+
+
+def group(item: Node, *, safe: bool = False, regex: str | None = None) -> Node:
+    return Group(item, safe, regex)
+
+
+EMPTY = Lit(b"")
+ANY_BYTE = Sym(byte_range(0, 255), r"[\s\S]")
+ANY_TEXT_SYMBOL = Sym(byte_range(0, 255) | (1 << SPECIAL), r"[\s\S]")
+END = Sym(1 << EOS, "$")
+
+
+def utf8_char(*, exclude_ascii: str = "", ascii_only_printable: bool = False) -> Node:
+    """One well-formed UTF-8 character (no surrogates, no overlongs), minus some ASCII characters.
+
+    ``ascii_only_printable`` drops the control characters 0x00-0x1F (JSON forbids them raw in strings).
+    """
+    lo = 0x20 if ascii_only_printable else 0x00
+    ascii_mask = byte_range(lo, 0x7F) & ~mask_of(ord(c) for c in exclude_ascii)
+    cont = byte_range(0x80, 0xBF)
+    multi = alt(
+        seq(Sym(byte_range(0xC2, 0xDF)), Sym(cont)),
+        seq(Sym(1 << 0xE0), Sym(byte_range(0xA0, 0xBF)), Sym(cont)),
+        seq(Sym(byte_range(0xE1, 0xEC) | byte_range(0xEE, 0xEF)), Sym(cont), Sym(cont)),
+        seq(Sym(1 << 0xED), Sym(byte_range(0x80, 0x9F)), Sym(cont)),
+        seq(Sym(1 << 0xF0), Sym(byte_range(0x90, 0xBF)), Sym(cont), Sym(cont)),
+        seq(Sym(byte_range(0xF1, 0xF3)), Sym(cont), Sym(cont), Sym(cont)),
+        seq(Sym(1 << 0xF4), Sym(byte_range(0x80, 0x8F)), Sym(cont), Sym(cont)),
+    )
+    excluded = "".join(re.escape(c) for c in exclude_ascii)
+    ctrl = r"\x00-\x1f" if ascii_only_printable else ""
+    regex = f"[^{excluded}{ctrl}]" if (excluded or ctrl) else r"[\s\S]"
+    return group(alt(Sym(ascii_mask), multi), regex=regex)
+
+
+# ----------------------------------------------------------------------------------------------
+# Compiled automaton
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class DFA:
+    """A deterministic automaton over the 258-symbol alphabet.
+
+    ``transitions[s, x]`` is the next state or :data:`DEAD`. Every state that is kept can reach an
+    accepting state (states that cannot are pruned), so a transition that is not DEAD never leads
+    into a dead end. ``safe[s]`` marks free-text states, where a turn may be cut without leaving a
+    block open.
+    """
+
+    transitions: np.ndarray  # int32 (n_states, N_SYMBOLS)
+    start: int
+    accepting: np.ndarray  # bool (n_states,)
+    safe: np.ndarray  # bool (n_states,)
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def n_states(self) -> int:
+        return int(self.transitions.shape[0])
+
+    def step(self, state: int, data: bytes | Iterable[int]) -> int:
+        """Walk ``data`` from ``state``; DEAD as soon as a symbol is rejected."""
+        t = self.transitions
+        for b in data:
+            state = int(t[state, b])
+            if state < 0:
+                return DEAD
+        return state
+
+    def matches(self, data: bytes | Iterable[int], *, start: int | None = None) -> bool:
+        s = self.step(self.start if start is None else start, data)
+        return s >= 0 and bool(self.accepting[s])
+
+
+_shared_dfas: weakref.WeakKeyDictionary[Node, DFA] = weakref.WeakKeyDictionary()
+
+
+class _NFA:
+    __slots__ = ("edges", "eps", "safe")
+
+    def __init__(self) -> None:
+        self.edges: list[list[tuple[int, int]]] = []
+        self.eps: list[list[int]] = []
+        self.safe: list[bool] = []
+
+    def new(self, safe: bool) -> int:
+        if len(self.edges) >= MAX_NFA_STATES:
+            raise GrammarError(
+                f"grammar too large: more than {MAX_NFA_STATES} automaton states; reduce maxItems, "
+                "enum sizes or the number of tools"
+            )
+        self.edges.append([])
+        self.eps.append([])
+        self.safe.append(safe)
+        return len(self.edges) - 1
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.nfa = _NFA()
+        self._avoid_cache: dict[int, DFA] = {}
+
+    def build(self, node: Node, safe: bool) -> tuple[int, int]:
+        nfa = self.nfa
+        if isinstance(node, Lit):
+            start = cur = nfa.new(safe)
+            for b in node.data:
+                nxt = nfa.new(safe)
+                nfa.edges[cur].append((1 << b, nxt))
+                cur = nxt
+            return start, cur
+        if isinstance(node, Sym):
+            a, b = nfa.new(safe), nfa.new(safe)
+            nfa.edges[a].append((node.mask, b))
+            return a, b
+        if isinstance(node, Seq):
+            start, end = self.build(node.items[0], safe)
+            for it in node.items[1:]:
+                s, e = self.build(it, safe)
+                nfa.eps[end].append(s)
+                end = e
+            return start, end
+        if isinstance(node, Alt):
+            a, b = nfa.new(safe), nfa.new(safe)
+            for it in node.items:
+                s, e = self.build(it, safe)
+                nfa.eps[a].append(s)
+                nfa.eps[e].append(b)
+            return a, b
+        if isinstance(node, Repeat):
+            start = end = nfa.new(safe)
+            for _ in range(node.lo):
+                s, e = self.build(node.item, safe)
+                nfa.eps[end].append(s)
+                end = e
+            if node.hi is None:
+                s, e = self.build(node.item, safe)
+                loop_end = nfa.new(safe)
+                nfa.eps[end].append(s)
+                nfa.eps[end].append(loop_end)
+                nfa.eps[e].append(s)
+                nfa.eps[e].append(loop_end)
+                return start, loop_end
+            if node.hi > node.lo:
+                final = nfa.new(safe)
+                for _ in range(node.hi - node.lo):
+                    nfa.eps[end].append(final)
+                    s, e = self.build(node.item, safe)
+                    nfa.eps[end].append(s)
+                    end = e
+                nfa.eps[end].append(final)
+                end = final
+            return start, end
+        if isinstance(node, Group):
+            return self.build(node.item, safe or node.safe)
+        if isinstance(node, Members):
+            return self._members(node, safe)
+        if isinstance(node, Avoid):
+            return self._embed(self._avoid_dfa(node), safe)
+        if isinstance(node, Shared):
+            dfa = _shared_dfas.get(node)
+            if dfa is None:
+                dfa = compile_dfa(node.item)
+                _shared_dfas[node] = dfa
+            return self._embed(dfa, safe)
+        if isinstance(node, NotPrefixed):
+            return self._embed(_product_not_prefixed(compile_dfa(node.item), node.word), safe)
+        raise GrammarError(f"unknown grammar node {type(node).__name__}")
+
+    def _members(self, node: Members, safe: bool) -> tuple[int, int]:
+        nfa = self.nfa
+        none_yet: int | None = nfa.new(safe)  # track 0: nothing written yet
+        start = none_yet
+        some: int | None = None  # track 1: something written
+        for member, required in node.items:
+            new_some = nfa.new(safe)
+            if none_yet is not None:
+                s, e = self.build(member, safe)
+                nfa.eps[none_yet].append(s)
+                nfa.eps[e].append(new_some)
+            if some is not None:
+                s, e = self.build(seq(node.sep, member), safe)
+                nfa.eps[some].append(s)
+                nfa.eps[e].append(new_some)
+                if not required:
+                    nfa.eps[some].append(new_some)
+            if required:
+                none_yet = None
+            elif none_yet is not None:
+                skip = nfa.new(safe)
+                nfa.eps[none_yet].append(skip)
+                none_yet = skip
+            some = new_some
+        end = nfa.new(safe)
+        for track in (none_yet, some):
+            if track is not None:
+                nfa.eps[track].append(end)
+        return start, end
+
+    def _avoid_dfa(self, node: Avoid) -> DFA:
+        key = id(node)
+        if key not in self._avoid_cache:
+            self._avoid_cache[key] = _product_avoiding(compile_dfa(node.item), node.words)
+        return self._avoid_cache[key]
+
+    def _embed(self, dfa: DFA, safe: bool) -> tuple[int, int]:
+        nfa = self.nfa
+        ids = [nfa.new(safe or bool(dfa.safe[s])) for s in range(dfa.n_states)]
+        end = nfa.new(safe)
+        for s in range(dfa.n_states):
+            row = dfa.transitions[s]
+            targets = np.unique(row[row >= 0])
+            for t in targets:
+                nfa.edges[ids[s]].append((_mask_from_indices(np.flatnonzero(row == t)), ids[int(t)]))
+            if dfa.accepting[s]:
+                nfa.eps[ids[s]].append(end)
+        return ids[dfa.start], end
+
+
+def _mask_from_indices(indices: np.ndarray) -> int:
+    m = 0
+    for i in indices.tolist():
+        m |= 1 << i
+    return m
+
+
+@lru_cache(maxsize=4096)
+def _indices_of_mask(mask: int) -> np.ndarray:
+    bits = np.unpackbits(np.frombuffer(mask.to_bytes(33, "little"), dtype=np.uint8), bitorder="little")
+    return np.flatnonzero(bits[:N_SYMBOLS]).astype(np.intp)
+
+
+def _partition(masks: list[int]) -> list[int]:
+    """The coarsest partition of the union of ``masks`` that each mask is a union of blocks of."""
+    blocks: list[int] = []
+    for m in set(masks):
+        new_blocks = []
+        rest = m
+        for b in blocks:
+            inter = b & m
+            if inter and inter != b:
+                new_blocks.append(inter)
+                new_blocks.append(b & ~m)
+            else:
+                new_blocks.append(b)
+            rest &= ~b
+        if rest:
+            new_blocks.append(rest)
+        blocks = new_blocks
+    return blocks
+
+
+def compile_dfa(node: Node) -> DFA:
+    """Compile an expression tree into a pruned DFA (subset construction over symbol classes)."""
+    builder = _Builder()
+    start, end = builder.build(node, False)
+    nfa = builder.nfa
+    eps = nfa.eps
+
+    closure_cache: dict[int, frozenset[int]] = {}
+
+    def closure_of(state: int) -> frozenset[int]:
+        got = closure_cache.get(state)
+        if got is not None:
+            return got
+        seen = {state}
+        stack = [state]
+        while stack:
+            s = stack.pop()
+            for t in eps[s]:
+                if t not in seen:
+                    seen.add(t)
+                    stack.append(t)
+        result = frozenset(seen)
+        closure_cache[state] = result
+        return result
+
+    def closure(states: Iterable[int]) -> frozenset[int]:
+        out: set[int] = set()
+        for s in states:
+            out |= closure_of(s)
+        return frozenset(out)
+
+    start_set = closure([start])
+    index: dict[frozenset[int], int] = {start_set: 0}
+    sets = [start_set]
+    rows: list[list[tuple[int, int]]] = []
+    i = 0
+    while i < len(sets):
+        current = sets[i]
+        i += 1
+        edges = [e for s in current for e in nfa.edges[s]]
+        row: list[tuple[int, int]] = []
+        if edges:
+            for block in _partition([m for m, _ in edges]):
+                target = closure(t for m, t in edges if m & block)
+                j = index.get(target)
+                if j is None:
+                    j = len(sets)
+                    if j >= MAX_DFA_STATES:
+                        raise GrammarError(f"grammar too large: more than {MAX_DFA_STATES} DFA states")
+                    index[target] = j
+                    sets.append(target)
+                row.append((block, j))
+        rows.append(row)
+
+    n = len(sets)
+    table = np.full((n, N_SYMBOLS), DEAD, dtype=np.int32)
+    for s, row in enumerate(rows):
+        for block, t in row:
+            table[s, _indices_of_mask(block)] = t
+    accepting = np.array([end in st for st in sets], dtype=bool)
+    safe_flags = np.array(nfa.safe, dtype=bool)
+    safe = np.array([bool(safe_flags[list(st)].any()) for st in sets], dtype=bool)
+    return _prune(table, 0, accepting, safe, nfa_states=len(nfa.edges))
+
+
+def _prune(table: np.ndarray, start: int, accepting: np.ndarray, safe: np.ndarray, *, nfa_states: int = 0) -> DFA:
+    """Drop states that cannot reach acceptance and renumber the rest (start stays reachable or raises)."""
+    n = table.shape[0]
+    # Reverse reachability from accepting states.
+    live = accepting.copy()
+    src, _sym = np.nonzero(table >= 0)
+    pairs = np.unique(src.astype(np.int64) * n + table[src, _sym])
+    src_u, dst_u = pairs // n, pairs % n
+    order = np.argsort(dst_u, kind="stable")
+    src_sorted, dst_sorted = src_u[order], dst_u[order]
+    starts = np.searchsorted(dst_sorted, np.arange(n + 1))
+    stack = list(np.flatnonzero(live))
+    while stack:
+        s = stack.pop()
+        for p in src_sorted[starts[s] : starts[s + 1]]:
+            if not live[p]:
+                live[p] = True
+                stack.append(int(p))
+    if not live[start]:
+        raise GrammarError("the grammar accepts nothing (every path is a dead end)")
+    # Forward reachability from start through live states.
+    fwd_starts = np.searchsorted(src_u, np.arange(n + 1))
+    reach = np.zeros(n, dtype=bool)
+    reach[start] = True
+    stack = [start]
+    while stack:
+        s = stack.pop()
+        for t in dst_u[fwd_starts[s] : fwd_starts[s + 1]]:
+            if live[t] and not reach[t]:
+                reach[t] = True
+                stack.append(int(t))
+    keep = np.flatnonzero(reach)
+    remap = np.full(n + 1, DEAD, dtype=np.int32)  # index n maps DEAD (-1) to DEAD
+    remap[keep] = np.arange(len(keep), dtype=np.int32)
+    new = remap[table[keep]]  # -1 indexes the last slot, which holds DEAD
+    table, start, accepting, safe = _minimize(new, int(remap[start]), accepting[keep], safe[keep])
+    return DFA(
+        transitions=np.ascontiguousarray(table, dtype=np.int32),
+        start=start,
+        accepting=accepting,
+        safe=safe,
+        stats={"nfa_states": nfa_states, "dfa_states": int(table.shape[0])},
+    )
+
+
+def _minimize(
+    table: np.ndarray, start: int, accepting: np.ndarray, safe: np.ndarray
+) -> tuple[np.ndarray, int, np.ndarray, np.ndarray]:
+    """Moore partition refinement: merge states with the same future (and the same flags).
+
+    Fewer states means fewer distinct token masks to compute and cache. Runs on the table with
+    equivalent symbol columns merged (JSON grammars use a few dozen symbol classes, not 258), and
+    compares rows by a 128-bit random hash, which is exact in practice and fast in numpy.
+    """
+    n = table.shape[0]
+    columns, col_class = np.unique(table.T, axis=0, return_inverse=True)
+    small = np.ascontiguousarray(columns.T)  # (n, n_symbol_classes)
+    rng = np.random.default_rng(0x5EED)
+    weights = rng.integers(1, 2**62, size=small.shape[1] + 1, dtype=np.int64)
+    _, cls = np.unique(accepting.astype(np.int64) * 2 + safe, return_inverse=True)
+    cls = cls.reshape(-1).astype(np.int64)
+    n_cls = int(cls.max()) + 1
+    while True:
+        sig = np.concatenate([cls[:, None], np.where(small >= 0, np.take(cls, np.maximum(small, 0)), -1)], axis=1) + 2
+        with np.errstate(over="ignore"):
+            h = sig @ weights
+        _, first, new_cls = np.unique(h, return_index=True, return_inverse=True)
+        new_cls = new_cls.reshape(-1).astype(np.int64)
+        if not np.array_equal(sig, sig[first[new_cls]]):  # a hash collision: fall back to exact rows
+            _, new_cls = np.unique(sig, axis=0, return_inverse=True)
+            new_cls = new_cls.reshape(-1).astype(np.int64)
+        new_n = int(new_cls.max()) + 1
+        if new_n == n_cls:
+            break
+        cls, n_cls = new_cls, new_n
+    if n_cls == n:
+        return table, start, accepting.copy(), safe.copy()
+    # One representative per class; classes numbered by first appearance keep the start state small.
+    _, first_idx = np.unique(cls, return_index=True)
+    order = np.argsort(first_idx, kind="stable")
+    renumber = np.empty(n_cls, dtype=np.int64)
+    renumber[order] = np.arange(n_cls)
+    reps = first_idx[order]
+    cls = renumber[cls]
+    rows = table[reps]
+    new_table = np.where(rows >= 0, np.take(cls, np.maximum(rows, 0)), DEAD).astype(np.int32)
+    del col_class
+    return new_table, int(cls[start]), accepting[reps].copy(), safe[reps].copy()
+
+
+def _product_not_prefixed(dfa: DFA, word: bytes) -> DFA:
+    """``dfa`` restricted to strings that do not start with ``word``."""
+    index = {(dfa.start, 0): 0}
+    pairs = [(dfa.start, 0)]  # (dfa state, progress in word; -1 once diverged)
+    rows = []
+    i = 0
+    while i < len(pairs):
+        d, k = pairs[i]
+        i += 1
+        row = np.full(N_SYMBOLS, DEAD, dtype=np.int32)
+        dn = dfa.transitions[d]
+        for x in np.flatnonzero(dn >= 0).tolist():
+            if k >= 0 and x == word[k]:
+                if k + 1 == len(word):
+                    continue
+                nk = k + 1
+            else:
+                nk = -1
+            key = (int(dn[x]), nk)
+            j = index.get(key)
+            if j is None:
+                j = len(pairs)
+                index[key] = j
+                pairs.append(key)
+            row[x] = j
+        rows.append(row)
+    table = np.stack(rows)
+    accepting = np.array([bool(dfa.accepting[d]) for d, _ in pairs])
+    safe = np.array([bool(dfa.safe[d]) for d, _ in pairs])
+    return _prune(table, 0, accepting, safe)
+
+
+def _product_avoiding(dfa: DFA, words: tuple[bytes, ...]) -> DFA:
+    """``dfa`` restricted to strings containing none of ``words`` (Aho-Corasick product)."""
+    # Aho-Corasick automaton over the full alphabet; match states are dropped.
+    goto: list[dict[int, int]] = [{}]
+    out = [False]
+    for w in words:
+        s = 0
+        for b in w:
+            if b not in goto[s]:
+                goto.append({})
+                out.append(False)
+                goto[s][b] = len(goto) - 1
+            s = goto[s][b]
+        out[s] = True
+    fail = [0] * len(goto)
+    ac = np.zeros((len(goto), N_SYMBOLS), dtype=np.int32)
+    queue = []
+    for b, t in goto[0].items():
+        queue.append(t)
+        ac[0, b] = t
+    head = 0
+    while head < len(queue):
+        s = queue[head]
+        head += 1
+        out[s] = out[s] or out[fail[s]]
+        ac[s] = ac[fail[s]]
+        for b, t in goto[s].items():
+            fail[t] = int(ac[fail[s], b]) if s else 0
+            ac[s, b] = t
+            queue.append(t)
+    # BFS over reachable (dfa state, ac state) pairs.
+    index = {(dfa.start, 0): 0}
+    pairs = [(dfa.start, 0)]
+    rows = []
+    i = 0
+    while i < len(pairs):
+        d, a = pairs[i]
+        i += 1
+        row = np.full(N_SYMBOLS, DEAD, dtype=np.int32)
+        dn = dfa.transitions[d]
+        an = ac[a]
+        for x in np.flatnonzero(dn >= 0).tolist():
+            na = int(an[x])
+            if out[na]:
+                continue
+            key = (int(dn[x]), na)
+            j = index.get(key)
+            if j is None:
+                j = len(pairs)
+                index[key] = j
+                pairs.append(key)
+            row[x] = j
+        rows.append(row)
+    table = np.stack(rows)
+    accepting = np.array([bool(dfa.accepting[d]) for d, _ in pairs])
+    safe = np.array([bool(dfa.safe[d]) for d, _ in pairs])
+    return _prune(table, 0, accepting, safe)
+
+
+# ----------------------------------------------------------------------------------------------
+# Regex export
+# ----------------------------------------------------------------------------------------------
+
+
+def to_regex(node: Node) -> str:
+    """Render the tree as a Python ``re`` pattern over *characters* (UTF-8 decoded).
+
+    ``EOS`` renders as ``$`` and ``SPECIAL`` as nothing: the pattern describes the text of a turn.
+    ``Avoid`` renders as a tempered token ``(?:(?!w)x)*``, which ``re`` supports but not every engine.
+    """
+    if isinstance(node, Lit):
+        return re.escape(node.data.decode("utf-8"))
+    if isinstance(node, Sym):
+        if node.regex is not None:
+            return node.regex
+        return _mask_to_class(node.mask)
+    if isinstance(node, Seq):
+        return "".join(_wrap(to_regex(it), it, in_seq=True) for it in node.items)
+    if isinstance(node, Alt):
+        return "(?:" + "|".join(to_regex(it) for it in node.items) + ")"
+    if isinstance(node, Repeat):
+        inner = _wrap(to_regex(node.item), node.item, in_seq=False)
+        if (node.lo, node.hi) == (0, 1):
+            return inner + "?"
+        if (node.lo, node.hi) == (0, None):
+            return inner + "*"
+        if (node.lo, node.hi) == (1, None):
+            return inner + "+"
+        return inner + "{" + str(node.lo) + "," + ("" if node.hi is None else str(node.hi)) + "}"
+    if isinstance(node, Group):
+        return node.regex if node.regex is not None else to_regex(node.item)
+    if isinstance(node, Members):
+        return _members_regex(node)
+    if isinstance(node, Shared):
+        return to_regex(node.item)
+    if isinstance(node, NotPrefixed):
+        return f"(?!{re.escape(node.word.decode('utf-8'))}){to_regex(node.item)}"
+    if isinstance(node, Avoid):
+        guard = "|".join(re.escape(w.decode("utf-8")) for w in node.words)
+        item = node.item
+        if isinstance(item, Repeat) and item.hi is None:
+            body = to_regex(item.item)
+            q = "*" if item.lo == 0 else "+"
+            return f"(?:(?!{guard}){body}){q}"
+        return f"(?:(?!.*(?:{guard})){to_regex(item)})"
+    raise GrammarError(f"unknown grammar node {type(node).__name__}")
+
+
+def _members_regex(node: Members) -> str:
+    """O(n^2) rendering: choose the first member present, then each later one with its separator."""
+    sep = to_regex(node.sep)
+    branches = []
+    for k, (first, _required) in enumerate(node.items):
+        parts = [to_regex(first)]
+        for member, required in node.items[k + 1 :]:
+            piece = sep + to_regex(member)
+            parts.append(piece if required else f"(?:{piece})?")
+        branches.append("".join(parts))
+        if node.items[k][1]:
+            break  # a required member must be the first present one if all before it were skipped
+    if all(not r for _, r in node.items):
+        branches.append("")
+    return "(?:" + "|".join(branches) + ")"
+
+
+def _wrap(rx: str, node: Node, *, in_seq: bool) -> str:
+    """Parenthesize ``rx`` where a quantifier or concatenation would otherwise bind wrongly."""
+    if in_seq or isinstance(node, (Alt, Avoid, Sym)):
+        return rx
+    if isinstance(node, Lit) and len(node.data.decode("utf-8")) <= 1:
+        return rx
+    if isinstance(node, Group) and node.regex is not None and node.regex.startswith("[") and node.regex.endswith("]"):
+        return rx
+    return "(?:" + rx + ")"
+
+
+def _mask_to_class(mask: int) -> str:
+    byte_mask = mask & byte_range(0, 255)
+    if byte_mask == byte_range(0, 255):
+        return r"[\s\S]"
+    idx = [i for i in range(128) if byte_mask >> i & 1]
+    if byte_mask >> 128:
+        # High bytes only appear inside utf8_char(), which carries its own regex.
+        raise GrammarError("a byte class with bytes >= 0x80 has no character-level regex")
+    if len(idx) == 1:
+        return re.escape(chr(idx[0]))
+    return "[" + "".join(_class_char(i) for i in idx) + "]"
+
+
+def _class_char(i: int) -> str:
+    c = chr(i)
+    if c in "\\]^-[":
+        return "\\" + c
+    if i < 0x20 or i == 0x7F:
+        return f"\\x{i:02x}"
+    return c

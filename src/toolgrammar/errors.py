@@ -1,0 +1,52 @@
+"""The exception classes of toolgrammar.
+
+One base class, :class:`ToolgrammarError`, so callers can catch everything the package raises on
+bad input with one ``except``. Every message names what is wrong, where, and (when there is one)
+the fix. Grammar violations during generation are *not* exceptions: the engine masks them, and the
+strict parser reports them as :class:`toolgrammar.parser.CallError` values.
+"""
+
+from __future__ import annotations
+
+
+class ToolgrammarError(Exception):
+    """Base class of every error toolgrammar raises on bad input."""
+
+
+class ToolSchemaError(ToolgrammarError, ValueError):
+    """A tool list or one tool's schema cannot be compiled.
+
+    Attributes
+    ----------
+    tool : str | None
+        The tool's name (or ``"#<index>"`` when it has no usable name).
+    pointer : str
+        JSON pointer of the offending node, relative to the tool's ``parameters``
+        (``""`` for the tool entry itself).
+    keyword : str | None
+        The JSON Schema keyword at fault, when one is.
+    """
+
+    def __init__(self, message: str, *, tool: str | None = None, pointer: str = "", keyword: str | None = None):
+        where = []
+        if tool is not None:
+            where.append(f"tool {tool!r}")
+        if pointer:
+            where.append(f"at {pointer}")
+        prefix = (", ".join(where) + ": ") if where else ""
+        super().__init__(prefix + message)
+        self.tool = tool
+        self.pointer = pointer
+        self.keyword = keyword
+
+
+class GrammarError(ToolgrammarError, ValueError):
+    """Options or a tool set that the grammar compiler rejects (bad tool_choice, unknown format...)."""
+
+
+class TokenizerError(ToolgrammarError, ValueError):
+    """A tokenizer that cannot carry a format (missing markers, unknown byte encoding...)."""
+
+
+class ProcessorError(ToolgrammarError, RuntimeError):
+    """Misuse of a logits processor (wrong shapes, beams, a generate() call it was not built for)."""

@@ -1,0 +1,75 @@
+"""What every tool-call format provides: its markers, its block grammar and its parser.
+
+A format is one object that knows both how a block is *written* (``block_grammar``, ``render_call``)
+and how it is *read* (``parse_turn``). ``grammar.py`` composes the block grammar into the grammar of a
+whole turn (reasoning, free text, blocks, end of turn); ``parser.py`` dispatches to ``parse_turn``.
+Keeping both halves beside each other is what stops grammar and parser from drifting apart.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+if TYPE_CHECKING:
+    from ..automaton import Node
+    from ..grammar import GrammarOptions
+    from ..tools import Tool, ToolSet
+    from ..turn import ToolCall, TurnParse
+
+ParseMode = Literal["strict", "seed"]
+"""``strict``: structure-aware block ends (a ``</tool_call>`` inside a JSON string stays in the string).
+``seed``: the seed harness's exact regex ``<tool_call>(.*?)</tool_call>|<tool_call>(.*)``."""
+
+
+@dataclass(frozen=True)
+class Markers:
+    """The literal markers of a format. Each one is a single added token in Qwen vocabularies."""
+
+    block_open: str = "<tool_call>"
+    """Opens a tool-call block; the trigger the engine watches in free text."""
+    block_close: str = "</tool_call>"
+    """Closes a tool-call block."""
+    think_open: str = "<think>"
+    """Opens the reasoning part."""
+    think_close: str = "</think>"
+    """Closes the reasoning part."""
+    call_separator: str = "\n"
+    """What the chat template writes between two consecutive blocks."""
+    leak: tuple[str, ...] = (
+        "<tool_call>",
+        "</tool_call>",
+        "<think>",
+        "</think>",
+        "<|im_start|>",
+        "<|im_end|>",
+        "<|endoftext|>",
+    )
+    """Markup that must never leak into content, reasoning, names or arguments."""
+
+
+class ToolCallFormat(ABC):
+    """A tool-call format: markers, grammar pieces and parser, side by side."""
+
+    name: ClassVar[str]
+    markers: ClassVar[Markers] = Markers()
+
+    @abstractmethod
+    def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
+        """The language of one whole block, from ``block_open`` through ``block_close`` inclusive."""
+
+    @abstractmethod
+    def render_call(self, tool: Tool | str, arguments: dict) -> str:
+        """One block exactly as the model's chat template renders it (the canonical spelling)."""
+
+    @abstractmethod
+    def parse_turn(self, text: str, tools: ToolSet, *, mode: ParseMode = "strict") -> TurnParse:
+        """Split a turn into reasoning, content and checked blocks."""
+
+    def check_tools(self, tools: ToolSet) -> None:  # noqa: B027 - optional hook
+        """Raise :class:`~toolgrammar.errors.ToolSchemaError` for names or keys this format cannot carry."""
+
+    def canonical_calls(self, calls: list[ToolCall]) -> str:
+        """Several calls as the chat template renders them (blocks joined by the separator)."""
+        return self.markers.call_separator.join(self.render_call(c.name, c.arguments) for c in calls)

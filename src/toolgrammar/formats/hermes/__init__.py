@@ -1,0 +1,44 @@
+"""The ``hermes`` format (Qwen3, Qwen3-2507, Qwen2.5).
+
+``<tool_call>\\n{"name": "NAME", "arguments": {...}}\\n</tool_call>``, blocks separated by ``\\n``,
+optional reasoning first as ``<think>\\n...\\n</think>\\n\\n``. The chat template renders JSON with
+``json.dumps`` default separators and ``ensure_ascii=False``: that canonical spelling is what the
+model was trained on, so it is the grammar's default.
+
+Grammar pieces live in :mod:`.grammar`, the parser in :mod:`.parser`; this class joins them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ..base import Markers, ParseMode, ToolCallFormat
+
+if TYPE_CHECKING:
+    from ...automaton import Node
+    from ...grammar import GrammarOptions
+    from ...tools import Tool, ToolSet
+    from ...turn import TurnParse
+
+
+class HermesFormat(ToolCallFormat):
+    """``<tool_call>`` blocks holding one JSON object ``{"name", "arguments"}``."""
+
+    name: ClassVar[str] = "hermes"
+    markers: ClassVar[Markers] = Markers()
+
+    def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
+        from .grammar import block_grammar
+
+        return block_grammar(tools, options, self.markers)
+
+    def render_call(self, tool: Tool | str, arguments: dict[str, Any]) -> str:
+        name = tool if isinstance(tool, str) else tool.name
+        body = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+        return f"{self.markers.block_open}\n{body}\n{self.markers.block_close}"
+
+    def parse_turn(self, text: str, tools: ToolSet, *, mode: ParseMode = "strict") -> TurnParse:
+        from .parser import parse_turn
+
+        return parse_turn(text, tools, mode=mode, markers=self.markers)

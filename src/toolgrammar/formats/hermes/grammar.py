@@ -1,0 +1,51 @@
+"""Grammar pieces of the ``hermes`` format.
+
+One block: ``<tool_call>\\n{"name": ..., "arguments": ...}\\n</tool_call>``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from ...automaton import Node, alt, lit, seq
+from ...json_grammar import SchemaContext, object_node
+
+if TYPE_CHECKING:
+    from ...grammar import GrammarOptions
+    from ...tools import ToolSet
+    from ..base import Markers
+
+
+def block_grammar(tools: ToolSet, options: GrammarOptions, markers: Markers) -> Node:
+    """One block for any of ``tools`` (or only ``options.tool_choice`` when it names a tool).
+
+    Canonical spelling: ``{"name": "NAME", "arguments": ARGS}`` with the chat template's separators,
+    newline after the opener and before the closer. ``escape_markers`` keeps the closing marker out of
+    every string value (the model must write ``<\\/tool_call>``), so regex-based downstream parsers
+    such as vLLM's ``hermes`` never cut a value short.
+    """
+    ws = options.json_whitespace()
+    avoid = (markers.block_close,) if options.escape_markers else ()
+    wrap_ws = ws.ws()
+    calls = []
+    for tool in options.selected_tools(tools):
+        ctx = SchemaContext(ws=ws, string_avoid=avoid, tool=tool.name)
+        args = object_node(tool.parameters, ctx)
+        name = json.dumps(tool.name, ensure_ascii=False)
+        calls.append(
+            seq(
+                lit("{"),
+                wrap_ws,
+                lit('"name"'),
+                ws.key_sep(),
+                lit(name),
+                ws.item_sep(),
+                lit('"arguments"'),
+                ws.key_sep(),
+                args,
+                wrap_ws,
+                lit("}"),
+            )
+        )
+    return seq(lit(markers.block_open + "\n"), alt(*calls), lit("\n" + markers.block_close))

@@ -1,0 +1,106 @@
+"""The ``qwen-xml`` format (Qwen3-Coder, Qwen3.5 and later).
+
+``<tool_call>\\n<function=NAME>\\n<parameter=KEY>\\nVALUE\\n</parameter>\\n...</function>\\n</tool_call>``,
+blocks separated by ``\\n``, optional reasoning first as in Qwen3 (Qwen3.5+ generation prompts
+pre-open it with ``<think>\\n``). Values are raw text: the chat template writes a string as it is and
+anything else as JSON (``tojson``: ``json.dumps`` with its default separators and
+``ensure_ascii=False`` in transformers' template environment), one ``\\n`` on each side. The tool
+schema says how to read a value back (:func:`.parser.convert_value`).
+
+Grammar pieces live in :mod:`.grammar`, the parser in :mod:`.parser`; this class joins them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ...errors import ToolSchemaError
+from ..base import Markers, ToolCallFormat
+
+if TYPE_CHECKING:
+    from ...automaton import Node
+    from ...grammar import GrammarOptions
+    from ...tools import Tool, ToolSet
+    from ...turn import TurnParse
+    from .parser import QwenXmlStreamState
+
+_FORBIDDEN_IN_NAMES = ("<", ">", "\n", "\r")
+
+
+def render_value(value: Any, *, python_literals: bool = False) -> str:
+    """One parameter value as the chat template writes it between its two markup newlines.
+
+    A string as it is; an object or array as JSON (``json.dumps``, default separators,
+    ``ensure_ascii=False``); a number, boolean or null as JSON too, or, with ``python_literals``,
+    as Jinja's ``| string`` writes them in the Qwen3-Coder-30B and Qwen3.5 templates (``True``,
+    ``False``, ``None``; numbers are the same either way).
+    """
+    if isinstance(value, str):
+        return value
+    if python_literals and (value is None or isinstance(value, bool)):
+        return repr(value)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def render_call(
+    name: str, arguments: dict[str, Any], *, markers: Markers | None = None, python_literals: bool = False
+) -> str:
+    """One block exactly as the Qwen3-Coder / Qwen3.5 chat template renders a call (arguments in order)."""
+    m = markers or QwenXmlFormat.markers
+    parts = [f"{m.block_open}\n<function={name}>\n"]
+    for key, value in arguments.items():
+        parts.append(f"<parameter={key}>\n{render_value(value, python_literals=python_literals)}\n</parameter>\n")
+    parts.append(f"</function>\n{m.block_close}")
+    return "".join(parts)
+
+
+class QwenXmlFormat(ToolCallFormat):
+    """``<tool_call>`` blocks holding ``<function=NAME>`` with one ``<parameter=KEY>`` per argument."""
+
+    name: ClassVar[str] = "qwen-xml"
+    markers: ClassVar[Markers] = Markers()
+
+    def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
+        from .grammar import block_grammar
+
+        return block_grammar(tools, options, self.markers)
+
+    def render_call(self, tool: Tool | str, arguments: dict[str, Any]) -> str:
+        name = tool if isinstance(tool, str) else tool.name
+        return render_call(name, arguments, markers=self.markers)
+
+    def parse_turn(self, text: str, tools: ToolSet, *, mode: str = "strict") -> TurnParse:  # type: ignore[override]
+        """Parse a turn; ``mode`` is ``"strict"`` (errors for every markup fault) or ``"lenient"``
+        (reads a bare ``<function=`` and a missing ``</parameter>`` as llama.cpp and vLLM do)."""
+        from .parser import parse_turn
+
+        return parse_turn(text, tools, mode=mode, markers=self.markers)
+
+    def stream_state(self, tools: ToolSet, *, mode: str = "strict", reasoning_started: bool = False) -> QwenXmlStreamState:
+        """The incremental parser :class:`toolgrammar.parser.TurnStreamParser` drives."""
+        from .parser import QwenXmlStreamState
+
+        return QwenXmlStreamState(tools, mode=mode, markers=self.markers, reasoning_started=reasoning_started)
+
+    def check_tools(self, tools: ToolSet) -> None:
+        """Tool names and parameter keys are written inside ``<function=...>`` / ``<parameter=...>``."""
+        for tool in tools:
+            if any(c in tool.name for c in _FORBIDDEN_IN_NAMES) or not tool.name:
+                raise ToolSchemaError(
+                    f"qwen-xml writes the tool name inside <function=NAME>: {tool.name!r} cannot contain "
+                    "'<', '>' or a line break",
+                    tool=tool.name,
+                )
+            for key in tool.parameters.get("properties", {}):
+                if any(c in key for c in _FORBIDDEN_IN_NAMES) or not key:
+                    raise ToolSchemaError(
+                        f"qwen-xml writes each argument name inside <parameter=NAME>: {key!r} cannot be empty or "
+                        "contain '<', '>' or a line break; rename the property",
+                        tool=tool.name,
+                        pointer=f"/properties/{key}",
+                        keyword="properties",
+                    )
+
+
+__all__ = ["QwenXmlFormat", "render_call", "render_value"]

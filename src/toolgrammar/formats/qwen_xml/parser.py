@@ -1,0 +1,731 @@
+"""The parser of the ``qwen-xml`` format: one turn -> reasoning, content and checked blocks.
+
+The format (Qwen3-Coder, Qwen3.5 and later)::
+
+    <tool_call>
+    <function=NAME>
+    <parameter=KEY>
+    VALUE
+    </parameter>
+    ...
+    </function>
+    </tool_call>
+
+Values are raw text, not JSON: the chat template writes ``<parameter=KEY>\\n`` + value +
+``\\n</parameter>\\n``, a string as it is and anything else as JSON. Exactly one ``\\n`` on each
+side of a value is markup (a value that ends in a newline is written ``...\\n\\n</parameter>``).
+
+Turn
+    ``reasoning_content`` is the ``<think>`` part: from a ``<think>`` that opens the turn (after
+    optional whitespace), or from the start of the turn when the generation prompt already opened
+    it (``reasoning_started=True``; Qwen3.5+ prompts end with ``<think>\\n``), up to the first
+    ``</think>`` **or the first** ``<tool_call>``, whichever comes first: Qwen3.5 models often start
+    a call without closing the prefilled ``<think>``, and llama.cpp, vLLM and CanIToolCall's
+    ``call-inside-think`` fixture all read that ``<tool_call>`` as the end of the reasoning. A turn
+    cut while thinking is all reasoning. Without an opened ``<think>``, a bare ``</think>`` that
+    comes before any ``<tool_call>`` and any ``<think>`` still marks what precedes it as reasoning
+    (as in hermes). ``content`` is the rest with every block cut out, the pieces joined verbatim;
+    leading and trailing whitespace of content and reasoning is formatting and is stripped (the
+    template writes ``\\n`` around them), an empty result is ``None``.
+
+Blocks
+    A block starts at ``<tool_call>``, or at a *bare* ``<function=`` that starts a line of content
+    (the opener forgotten, as Qwen3-Coder sometimes does: Ollama #18530, llama.cpp's
+    ``bare-function`` tests). Blocks are read structurally, never by searching for a closing
+    marker, so markers inside a value (``</tool_call>``, ``<function=x>``, an inline
+    ``</parameter>``) stay in the value. Inside ``<function=NAME>``, whitespace separates the tags;
+    each ``<parameter=KEY>`` value ends at the first :data:`value delimiter <VALUE_END>`:
+
+    - ``\\n</parameter>``: the canonical close;
+    - ``</parameter>`` directly followed by ``<parameter=`` or ``</function>`` (or by ``\\n`` and
+      one of them): the close written without newlines (``<parameter=city>Paris</parameter>``);
+    - ``\\n<parameter=`` or ``\\n</function>``: a value whose ``</parameter>`` is *missing*
+      (vLLM #57699; the next tag at a line start ends it).
+
+    So a value cannot contain those strings; everything else is allowed, and the grammar
+    (:mod:`.grammar`) forbids exactly :data:`VALUE_FORBIDDEN` in generated values, which keeps the
+    grammar and this parser in agreement. A ``<tool_call>`` block ends at the ``</tool_call>`` that
+    follows its ``</function>``; a bare block ends at its ``</function>`` (plus a stray
+    ``</tool_call>`` right after it, which the model wrote for the opener it forgot). A block whose
+    markup breaks ends at the first ``</tool_call>`` after the break; a ``<tool_call>`` block with
+    no ``</tool_call>`` is ``truncated`` (the turn was cut), never a call. A bare ``<function=`` whose
+    markup breaks was not a block: it stays in the content as text.
+
+Modes
+    ``strict`` (default) judges a model's turn: a bare function is a ``bare-function`` error and a
+    missing ``</parameter>`` a ``missing-close-parameter`` error, even though the call can be read.
+    ``lenient`` reads those calls as llama.cpp and vLLM do (and as CanIToolCall's ``malformed``
+    fixtures expect), and is what the conformance adapter uses; every other check is the same.
+    Both modes find exactly the same blocks; only these two verdicts differ, so the counts of a
+    strict parse say how many calls a lenient server would have recovered. (The hermes ``seed``
+    mode has no counterpart here: the seed harness never saw this format.)
+
+Checks (both modes), each block on its own, in order
+    ``truncated`` (unclosed), ``malformed-block`` (markup that is not ``<function=NAME>``, then
+    parameters, then ``</function>``, then ``</tool_call>``; or a parameter given twice), then in
+    strict mode ``bare-function`` and ``missing-close-parameter``, then the values are converted
+    and :func:`toolgrammar.checks.check_call` runs (``unknown-tool``, ``missing-argument``,
+    ``unknown-argument``, ``wrong-type`` / ``schema-violation``).
+
+Values (:func:`convert_value`), by the parameter's schema
+    A string-typed value stays text exactly (``02139``, ``true``, ``{"a": 1}``, ``7`` stay strings).
+    ``null`` is ``None`` when the schema allows null (also for ``["string", "null"]``; Python's
+    ``None`` too when it does not allow a string). Booleans accept JSON ``true``/``false`` and the
+    Python literals ``True``/``False`` that the Qwen3-Coder-30B and Qwen3.5 templates write.
+    Integers and numbers are JSON numbers parsed by :mod:`json`, so they stay exact: ``1e20`` is the
+    float ``1e+20`` and an integer beyond int64 is a Python ``int``, never a wrapped one; ``NaN`` and
+    ``Infinity`` are not numbers. Objects and arrays are JSON. A value that does not convert stays
+    text and the schema check reports it (``schema-violation``). A parameter whose schema says
+    nothing about its type is text unless it is a JSON object or array.
+
+Streaming
+    :class:`QwenXmlStreamState` is the one reader: :func:`parse_turn` feeds it the whole turn, and
+    :class:`toolgrammar.parser.TurnStreamParser` feeds it chunks, so streaming and one-shot parses
+    agree by construction. It emits reasoning and content as soon as no later text can change them
+    (holding back a possible partial marker and trailing whitespace) and each call once its block
+    is complete and checked.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from ...checks import check_call
+from ...turn import Block, CallError, ToolCall, TurnParse
+from ..base import Markers
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ...tools import ToolSet
+
+QwenXmlMode = Literal["strict", "lenient"]
+"""How malformed-but-readable markup is judged (see the module docstring)."""
+
+MODES: tuple[str, ...] = ("strict", "lenient")
+
+DEFAULT_MARKERS = Markers()
+
+FUNCTION_OPEN = "<function="
+FUNCTION_CLOSE = "</function>"
+PARAMETER_OPEN = "<parameter="
+PARAMETER_CLOSE = "</parameter>"
+
+VALUE_END = re.compile(
+    r"\n</parameter>"
+    r"|</parameter>(?=\n?(?:<parameter=|</function>))"
+    r"|\n(?=<parameter=|</function>)"
+)
+"""Where a parameter value ends: the earliest match after ``<parameter=KEY>`` (module docstring).
+The third branch (a bare newline) means the value's ``</parameter>`` is missing."""
+
+VALUE_FORBIDDEN: tuple[str, ...] = (
+    "\n</parameter>",
+    "\n<parameter=",
+    "\n</function>",
+    "</parameter><parameter=",
+    "</parameter></function>",
+)
+"""What ``"\\n" + value`` may not contain for :data:`VALUE_END` to end the value exactly after it.
+
+Every match of :data:`VALUE_END` contains one of these (its ``</parameter>\\n<parameter=`` and
+``</parameter>\\n</function>`` forms contain ``\\n<parameter=`` / ``\\n</function>``), and none
+of them can straddle the end of a value followed by ``\\n</parameter>``. The grammar generates
+values that avoid them; every value CanIToolCall's canonical fixtures hold does."""
+
+_NAME_END = re.compile(r"[>\n<]")
+_WS = " \t\r\n"
+_BOOLEANS = {"true": True, "false": False, "True": True, "False": False}
+
+StreamPiece = tuple[Literal["content", "reasoning"], str] | tuple[Literal["tool_call"], ToolCall]
+"""What :class:`QwenXmlStreamState` emits: a piece of content or reasoning text, or one checked call."""
+
+
+def check_mode(mode: str) -> None:
+    """Raise ``ValueError`` for a parse mode this format does not have."""
+    if mode not in MODES:
+        hint = " (the seed harness's regex mode exists only for hermes)" if mode == "seed" else ""
+        raise ValueError(f"unknown qwen-xml parse mode {mode!r}; expected 'strict' or 'lenient'{hint}")
+
+
+# --------------------------------------------------------------------------- one-shot parse
+
+
+def parse_turn(
+    text: str,
+    tools: ToolSet,
+    *,
+    mode: str = "strict",
+    markers: Markers = DEFAULT_MARKERS,
+    reasoning_started: bool = False,
+) -> TurnParse:
+    """Split one assistant turn into reasoning, content and checked blocks (see the module docstring).
+
+    Bad model output never raises: it becomes blocks with errors. ``mode`` is ``"strict"`` or
+    ``"lenient"``; ``reasoning_started=True`` when the generation prompt already opened ``<think>``.
+    """
+    state = QwenXmlStreamState(tools, mode=mode, markers=markers, reasoning_started=reasoning_started)
+    state.feed(text)
+    return state.finish()
+
+
+# --------------------------------------------------------------------------- one block
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One ``<parameter=KEY>`` as written."""
+
+    key: str
+    raw: str
+    """The value text, the markup newlines removed."""
+    closed: bool
+    """False when the value's ``</parameter>`` is missing (the next tag ended it)."""
+
+
+@dataclass(frozen=True)
+class BlockScan:
+    """What :func:`scan_block` read from one block.
+
+    ``status``: ``done`` (the block's extent is known: ``end``), ``more`` (the text so far ends
+    inside the block; at the end of the turn it is ``truncated``, or ``fallback`` when a bare block
+    is already complete), or ``text`` (a bare ``<function=`` that is not a block).
+    """
+
+    status: Literal["done", "more", "text"]
+    start: int
+    bare: bool
+    end: int = -1
+    body_start: int = -1
+    body_end: int = -1
+    closed: bool = False
+    """Whether the block's closing marker was found (``</tool_call>``; ``</function>`` when bare)."""
+    name: str | None = None
+    parameters: tuple[Parameter, ...] = ()
+    problem: str | None = None
+    """Why the markup is malformed (``None`` when it is well formed)."""
+    where: str = ""
+    """Where reading stopped (for the ``truncated`` message)."""
+    fallback: BlockScan | None = None
+
+
+class _NeedMore(Exception):
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+
+class _Broken(Exception):
+    def __init__(self, pos: int, message: str) -> None:
+        self.pos = pos
+        self.message = message
+
+
+def _excerpt(text: str, pos: int) -> str:
+    piece = text[pos : pos + 24]
+    return repr(piece + ("..." if len(text) > pos + 24 else "")) if piece else "the end of the turn"
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    n = len(text)
+    while pos < n and text[pos] in _WS:
+        pos += 1
+    return pos
+
+
+def _tag_value(text: str, pos: int, tag: str, where: str) -> tuple[str, int]:
+    """The ``NAME`` of ``<tag=NAME>`` whose ``NAME`` starts at ``pos``, and the offset past ``>``."""
+    m = _NAME_END.search(text, pos)
+    if m is None:
+        raise _NeedMore(where)
+    if m.group() != ">":
+        raise _Broken(pos, f"<{tag}=...> is not closed by '>' before {_excerpt(text, m.start())}")
+    name = text[pos : m.start()]
+    if not name:
+        raise _Broken(pos, f"<{tag}=> has an empty name")
+    return name, m.end()
+
+
+def scan_block(text: str, start: int, *, bare: bool, markers: Markers = DEFAULT_MARKERS) -> BlockScan:
+    """Read the block that starts at ``start`` (at ``<tool_call>``, or at ``<function=`` when ``bare``).
+
+    Pure function of ``text``: if ``text`` ends inside the block the status is ``more``, and a
+    longer text that extends it gives a result at least as far along (the stream relies on this).
+    """
+    params: list[Parameter] = []
+    name: str | None = None
+    opener, closer = markers.block_open, markers.block_close
+    body_start = start if bare else start + len(opener)
+    try:
+        if bare:
+            pos = start + len(FUNCTION_OPEN)
+        else:
+            pos = _skip_ws(text, body_start)
+            if not text.startswith(FUNCTION_OPEN, pos):
+                rest = text[pos : pos + len(FUNCTION_OPEN)]
+                if len(rest) < len(FUNCTION_OPEN) and FUNCTION_OPEN.startswith(rest):
+                    raise _NeedMore(f"after {opener}")
+                raise _Broken(pos, f"expected <function=NAME> after {opener}, found {_excerpt(text, pos)}")
+            pos += len(FUNCTION_OPEN)
+        name, pos = _tag_value(text, pos, "function", "in <function=...>")
+        while True:
+            pos = _skip_ws(text, pos)
+            if text.startswith(PARAMETER_OPEN, pos):
+                key, pos = _tag_value(text, pos + len(PARAMETER_OPEN), "parameter", f"in <function={name}>")
+                m = VALUE_END.search(text, pos)
+                if m is None:
+                    raise _NeedMore(f"in the value of parameter {key!r}")
+                raw = text[pos : m.start()]
+                params.append(Parameter(key, raw[1:] if raw.startswith("\n") else raw, m.group() != "\n"))
+                pos = m.end()
+                continue
+            if text.startswith(FUNCTION_CLOSE, pos):
+                pos += len(FUNCTION_CLOSE)
+                break
+            rest = text[pos:]
+            if len(rest) < len(PARAMETER_OPEN) and (PARAMETER_OPEN.startswith(rest) or FUNCTION_CLOSE.startswith(rest)):
+                raise _NeedMore(f"in <function={name}>, before {FUNCTION_CLOSE}")
+            raise _Broken(
+                pos, f"expected <parameter=NAME> or {FUNCTION_CLOSE} in <function={name}>, found {_excerpt(text, pos)}"
+            )
+        function_end = pos
+        after = _skip_ws(text, pos)
+        rest = text[after : after + len(closer)]
+        if bare:
+            done = BlockScan(
+                "done", start, True, function_end, body_start, function_end, True, name, tuple(params)
+            )
+            if text.startswith(closer, after):
+                end = after + len(closer)
+                return BlockScan("done", start, True, end, body_start, function_end, True, name, tuple(params))
+            if len(rest) < len(closer) and closer.startswith(rest):
+                return BlockScan("more", start, True, name=name, parameters=tuple(params), fallback=done)
+            return done
+        if text.startswith(closer, after):
+            return BlockScan("done", start, False, after + len(closer), body_start, after, True, name, tuple(params))
+        if len(rest) < len(closer) and closer.startswith(rest):
+            raise _NeedMore(f"after {FUNCTION_CLOSE}")
+        raise _Broken(after, f"expected {closer} after {FUNCTION_CLOSE}, found {_excerpt(text, after)}")
+    except _NeedMore as need:
+        return BlockScan("more", start, bare, name=name, parameters=tuple(params), where=need.where)
+    except _Broken as broken:
+        if bare:
+            return BlockScan("text", start, True)
+        close = text.find(closer, broken.pos)
+        if close == -1:
+            return BlockScan("more", start, False, name=name, problem=broken.message, where="after malformed markup")
+        return BlockScan(
+            "done", start, False, close + len(closer), body_start, close, True, name, tuple(params), broken.message
+        )
+
+
+def truncated_scan(scan: BlockScan, text_end: int, markers: Markers = DEFAULT_MARKERS) -> BlockScan:
+    """The end-of-turn reading of a block whose scan needed more text."""
+    if scan.fallback is not None:
+        return scan.fallback
+    return BlockScan(
+        "done",
+        scan.start,
+        scan.bare,
+        text_end,
+        scan.start if scan.bare else min(scan.start + len(markers.block_open), text_end),
+        text_end,
+        False,
+        scan.name,
+        scan.parameters,
+        scan.problem,
+        scan.where,
+    )
+
+
+def check_scan(scan: BlockScan, tools: ToolSet, mode: str, markers: Markers = DEFAULT_MARKERS) -> ToolCall | CallError:
+    """The verdict on one complete block scan: a valid call, or the first failing check."""
+    if not scan.closed:
+        closer = FUNCTION_CLOSE if scan.bare else markers.block_close
+        where = f" ({scan.where})" if scan.where else ""
+        detail = f"; the markup was already malformed: {scan.problem}" if scan.problem else ""
+        return CallError("truncated", f"error: tool call is truncated: the turn ended before {closer}{where}{detail}")
+    if scan.problem is not None:
+        return CallError("malformed-block", f"error: malformed tool call: {scan.problem}")
+    seen: set[str] = set()
+    for p in scan.parameters:
+        if p.key in seen and mode == "strict":
+            return CallError("malformed-block", f"error: malformed tool call: parameter {p.key!r} is given twice")
+        seen.add(p.key)
+    if mode == "strict":
+        if scan.bare:
+            return CallError(
+                "bare-function",
+                f"error: <function={scan.name}> is not inside a tool-call block: write {markers.block_open} before it",
+            )
+        for p in scan.parameters:
+            if not p.closed:
+                return CallError(
+                    "missing-close-parameter",
+                    f"error: parameter {p.key!r} is not closed: write {PARAMETER_CLOSE} after its value",
+                )
+    tool = tools.get(scan.name) if scan.name is not None else None
+    properties: Mapping[str, Any] = tool.parameters.get("properties", {}) if tool is not None else {}
+    arguments = {p.key: convert_value(p.raw, properties.get(p.key)) for p in scan.parameters}
+    return check_call({"name": scan.name, "arguments": arguments}, tools)
+
+
+def block_of(text: str, scan: BlockScan, verdict: ToolCall | CallError) -> Block:
+    raw, body = text[scan.start : scan.end], text[scan.body_start : scan.body_end]
+    if isinstance(verdict, CallError):
+        return Block(raw=raw, body=body, start=scan.start, end=scan.end, closed=scan.closed, error=verdict)
+    return Block(raw=raw, body=body, start=scan.start, end=scan.end, closed=scan.closed, call=verdict)
+
+
+# --------------------------------------------------------------------------- values
+
+
+def schema_types(schema: Any) -> frozenset[str] | None:
+    """The JSON types a (normalized) schema allows, or ``None`` when it does not constrain the type."""
+    if not isinstance(schema, dict):
+        return None
+    out: set[str] = set()
+    constrained = False
+    declared = schema.get("type")
+    if isinstance(declared, str):
+        out.add(declared)
+        constrained = True
+    elif isinstance(declared, list):
+        out.update(t for t in declared if isinstance(t, str))
+        constrained = True
+    literals = list(schema.get("enum", ()) or ()) + ([schema["const"]] if "const" in schema else [])
+    if literals and not constrained:
+        out.update(_json_type(v) for v in literals)
+        constrained = True
+    branches = schema.get("anyOf")
+    if isinstance(branches, list):
+        for branch in branches:
+            types = schema_types(branch)
+            if types is None:
+                return None
+            out |= types
+        constrained = True
+    return frozenset(out) if constrained else None
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, dict):
+        return "object"
+    return "array"
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _loads(text: str) -> Any:
+    return json.loads(text, parse_constant=_reject_constant)
+
+
+def convert_value(raw: str, schema: Any) -> Any:
+    """A parameter's raw text as the value its schema asks for (see the module docstring).
+
+    Never raises: text that does not convert is returned as it is, for the schema check to report.
+    """
+    types = schema_types(schema)
+    text = raw.strip()
+    if types is None:
+        if text[:1] in ("{", "["):
+            try:
+                value = _loads(text)
+            except (ValueError, RecursionError):
+                return raw
+            if isinstance(value, dict | list):
+                return value
+        return raw
+    if "null" in types and (text == "null" or (text == "None" and "string" not in types)):
+        return None
+    if "string" in types:
+        return raw
+    if "boolean" in types and text in _BOOLEANS:
+        return _BOOLEANS[text]
+    if types & {"integer", "number", "object", "array"}:
+        try:
+            value = _loads(text)
+        except (ValueError, RecursionError):
+            return raw
+        if isinstance(value, bool) or value is None:
+            return raw
+        if isinstance(value, int | float) and types & {"integer", "number"}:
+            return value
+        if isinstance(value, dict) and "object" in types:
+            return value
+        if isinstance(value, list) and "array" in types:
+            return value
+    return raw
+
+
+# --------------------------------------------------------------------------- the reader (stream and one-shot)
+
+
+class _Trimmed:
+    """Emits text so that everything emitted is always a prefix of ``"".join(all pushed).strip()``."""
+
+    __slots__ = ("_pending", "_started")
+
+    def __init__(self) -> None:
+        self._started = False
+        self._pending = ""
+
+    def push(self, text: str) -> str:
+        if not self._started:
+            text = text.lstrip()
+            if not text:
+                return ""
+            self._started = True
+        body = text.rstrip()
+        if not body:
+            self._pending += text
+            return ""
+        out = self._pending + body
+        self._pending = text[len(body) :]
+        return out
+
+
+def _partial_suffix(text: str, marker: str, start: int) -> int:
+    """Length of the longest proper prefix of ``marker`` that ``text[start:]`` ends with."""
+    for k in range(min(len(marker) - 1, len(text) - start), 0, -1):
+        if text.endswith(marker[:k]):
+            return k
+    return 0
+
+
+def _trim(text: str | None) -> str | None:
+    if text is None:
+        return None
+    return text.strip() or None
+
+
+@dataclass
+class _Reader:
+    buf: str = ""
+    i: int = 0
+    phase: Literal["head", "auto", "reasoning", "content", "block"] = "head"
+    segment: int = 0
+    """Where the current run of content started (a bare ``<function=`` may open a block there)."""
+    bare_floor: int = 0
+    """Bare ``<function=`` candidates before this offset were found not to be blocks."""
+    block_start: int = 0
+    block_bare: bool = False
+    reasoning: list[str] | None = None
+    content: list[str] = field(default_factory=list)
+    blocks: list[Block] = field(default_factory=list)
+
+
+class QwenXmlStreamState:
+    """Incremental qwen-xml parse: emits content, reasoning and calls as soon as they are final.
+
+    ``feed(chunk)`` returns the pieces that no later text can change; ``finish()`` ends the turn and
+    returns the :class:`~toolgrammar.turn.TurnParse` (what :func:`parse_turn` returns for the whole
+    text). Content and reasoning are held back while they may end in a partial marker or in
+    whitespace that may turn out to be the end of the turn; a call is emitted once its block is
+    complete and passes every check. A block is re-read from its start as text arrives, which is
+    linear in the block's length per chunk (fast enough for the long-arguments fixtures char by char).
+    """
+
+    def __init__(
+        self,
+        tools: ToolSet,
+        *,
+        mode: str = "strict",
+        markers: Markers = DEFAULT_MARKERS,
+        reasoning_started: bool = False,
+    ) -> None:
+        check_mode(mode)
+        self.tools = tools
+        self.mode = mode
+        self.markers = markers
+        self._r = _Reader(phase="reasoning" if reasoning_started else "head")
+        if reasoning_started:
+            self._r.reasoning = []
+        self._content = _Trimmed()
+        self._reasoning = _Trimmed()
+        self._final = False
+        self._result: TurnParse | None = None
+
+    @property
+    def text(self) -> str:
+        """Everything fed so far."""
+        return self._r.buf
+
+    def feed(self, chunk: str) -> list[StreamPiece]:
+        """Add ``chunk``; return the pieces that became final."""
+        if self._final:
+            raise ValueError("the turn has ended; start a new QwenXmlStreamState for the next turn")
+        out: list[StreamPiece] = []
+        if chunk:
+            self._r.buf += chunk
+            self._run(out)
+        return out
+
+    def finish(self) -> TurnParse:
+        """End the turn (resolving every open part) and return its parse."""
+        if self._result is None:
+            self._final = True
+            self._run([])
+            r = self._r
+            self._result = TurnParse(
+                content=_trim("".join(r.content)),
+                reasoning_content=_trim("".join(r.reasoning)) if r.reasoning is not None else None,
+                blocks=tuple(r.blocks),
+            )
+        return self._result
+
+    # -- the machine
+
+    def _run(self, out: list[StreamPiece]) -> None:
+        r = self._r
+        while True:
+            before = (r.phase, r.i, r.bare_floor, len(r.blocks))
+            getattr(self, f"_step_{r.phase}")(out)
+            if (r.phase, r.i, r.bare_floor, len(r.blocks)) == before:
+                return
+
+    def _emit(self, out: list[StreamPiece], kind: Literal["content", "reasoning"], text: str) -> None:
+        if not text:
+            return
+        r = self._r
+        if kind == "content":
+            r.content.append(text)
+            piece = self._content.push(text)
+        else:
+            if r.reasoning is None:
+                r.reasoning = []
+            r.reasoning.append(text)
+            piece = self._reasoning.push(text)
+        if piece:
+            out.append((kind, piece))
+
+    def _step_head(self, out: list[StreamPiece]) -> None:
+        r, opener = self._r, self.markers.think_open
+        rest = r.buf.lstrip()
+        if not self._final and (not rest or (len(rest) < len(opener) and opener.startswith(rest))):
+            return
+        if rest.startswith(opener):
+            r.phase, r.i = "reasoning", len(r.buf) - len(rest) + len(opener)
+            r.reasoning = []
+        else:
+            r.phase, r.i = "auto", 0
+
+    def _step_auto(self, out: list[StreamPiece]) -> None:
+        r, m = self._r, self.markers
+        close = r.buf.find(m.think_close)
+        others = [p for p in (r.buf.find(m.block_open), r.buf.find(m.think_open)) if p != -1]
+        first_other = min(others, default=-1)
+        if close != -1 and (first_other == -1 or close < first_other):
+            self._emit(out, "reasoning", r.buf[:close])
+            r.phase = "content"
+            r.i = r.segment = close + len(m.think_close)
+        elif first_other != -1 or self._final:
+            r.phase, r.i, r.segment = "content", 0, 0
+
+    def _step_reasoning(self, out: list[StreamPiece]) -> None:
+        r, m = self._r, self.markers
+        if r.reasoning is None:
+            r.reasoning = []
+        found = [(p, mk) for mk in (m.think_close, m.block_open) if (p := r.buf.find(mk, r.i)) != -1]
+        if found:
+            pos, marker = min(found)
+            self._emit(out, "reasoning", r.buf[r.i : pos])
+            r.phase = "content"
+            r.i = r.segment = pos + len(marker) if marker == m.think_close else pos
+            return
+        if self._final:
+            self._emit(out, "reasoning", r.buf[r.i :])
+            r.phase, r.i = "content", len(r.buf)
+            r.segment = r.i
+            return
+        hold = max(_partial_suffix(r.buf, m.think_close, r.i), _partial_suffix(r.buf, m.block_open, r.i))
+        safe = len(r.buf) - hold
+        if safe > r.i:
+            self._emit(out, "reasoning", r.buf[r.i : safe])
+            r.i = safe
+
+    def _line_start(self, pos: int) -> bool:
+        """Whether a bare ``<function=`` at ``pos`` may open a block (it starts a line of content)."""
+        r = self._r
+        return pos == r.segment or pos == 0 or r.buf[pos - 1] == "\n"
+
+    def _bare_candidate(self, start: int) -> int:
+        r = self._r
+        pos = r.buf.find(FUNCTION_OPEN, max(start, r.bare_floor))
+        while pos != -1:
+            if self._line_start(pos):
+                return pos
+            pos = r.buf.find(FUNCTION_OPEN, pos + 1)
+        return -1
+
+    def _step_content(self, out: list[StreamPiece]) -> None:
+        r, m = self._r, self.markers
+        opened = r.buf.find(m.block_open, r.i)
+        bare = self._bare_candidate(r.i)
+        if opened != -1 or bare != -1:
+            is_bare = bare != -1 and (opened == -1 or bare < opened)
+            start = bare if is_bare else opened
+            self._emit(out, "content", r.buf[r.i : start])
+            r.phase, r.i, r.block_start, r.block_bare = "block", start, start, is_bare
+            return
+        if self._final:
+            self._emit(out, "content", r.buf[r.i :])
+            r.i = len(r.buf)
+            return
+        hold = _partial_suffix(r.buf, m.block_open, r.i)
+        bare_part = _partial_suffix(r.buf, FUNCTION_OPEN, r.i)
+        if bare_part and self._line_start(len(r.buf) - bare_part):
+            hold = max(hold, bare_part)
+        safe = len(r.buf) - hold
+        if safe > r.i:
+            self._emit(out, "content", r.buf[r.i : safe])
+            r.i = safe
+
+    def _step_block(self, out: list[StreamPiece]) -> None:
+        r = self._r
+        scan = scan_block(r.buf, r.block_start, bare=r.block_bare, markers=self.markers)
+        if scan.status == "more":
+            if not self._final:
+                return
+            scan = truncated_scan(scan, len(r.buf), self.markers)
+        if scan.status == "text":
+            r.bare_floor = r.block_start + 1
+            r.phase = "content"
+            return
+        verdict = check_scan(scan, self.tools, self.mode, self.markers)
+        r.blocks.append(block_of(r.buf, scan, verdict))
+        if isinstance(verdict, ToolCall):
+            out.append(("tool_call", verdict))
+        r.phase = "content"
+        r.i = r.segment = scan.end
+
+
+__all__ = [
+    "MODES",
+    "VALUE_END",
+    "VALUE_FORBIDDEN",
+    "BlockScan",
+    "Parameter",
+    "QwenXmlMode",
+    "QwenXmlStreamState",
+    "check_mode",
+    "check_scan",
+    "convert_value",
+    "parse_turn",
+    "scan_block",
+    "schema_types",
+]

@@ -1,0 +1,235 @@
+"""Tools + format + policy -> the grammar of a whole assistant turn.
+
+The turn is: optional reasoning, free text, then tool-call blocks separated by the format's
+separator, then the end of the turn::
+
+    turn     := reasoning? content
+    reasoning:= "<think>" THINK "</think>" | THINK "</think>"   (the latter when the prompt pre-opened it)
+    content  := FREE (block (sep block)*)? END                  tool_choice="auto"
+              | FREE block (sep block)* END                     tool_choice="required"
+              | block_of(NAME) END                              tool_choice=NAME
+              | FREE END                                        tool_choice="none"
+
+``FREE`` is any text (control tokens included) that does not contain the block opener; the
+opener, whether written as its single added token or spelled in pieces, starts a block. ``THINK``
+is any text without ``</think>``. Free regions are marked *safe*: a turn may be cut there by the
+token budget without leaving a block open. The block itself comes from the format
+(:meth:`~toolgrammar.formats.base.ToolCallFormat.block_grammar`).
+
+This module imports no torch or transformers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Literal
+
+from .automaton import (
+    ANY_TEXT_SYMBOL,
+    DFA,
+    END,
+    Node,
+    alt,
+    avoiding,
+    compile_dfa,
+    group,
+    lit,
+    not_prefixed,
+    seq,
+    star,
+    to_regex,
+)
+from .errors import GrammarError
+from .formats import get_format
+from .json_grammar import Whitespace
+from .tools import ToolSet, load_tools
+
+if TYPE_CHECKING:
+    from .formats.base import ToolCallFormat
+    from .tools import Tool
+
+Reasoning = Literal["enabled", "disabled", "prefilled"]
+"""``enabled``: the turn may open with ``<think>``. ``disabled``: no reasoning part.
+``prefilled``: the generation prompt already opened ``<think>``; the turn starts inside it."""
+
+WhitespaceMode = Literal["canonical", "flexible"]
+AfterCalls = Literal["end", "text"]
+
+
+@dataclass(frozen=True)
+class GrammarOptions:
+    """Every option of the grammar, with the same keyword names in every entry point."""
+
+    format: str = "hermes"
+    """Tool-call format: ``hermes`` or ``qwen-xml`` (or ``package.module:Class``)."""
+    tool_choice: str = "auto"
+    """``auto`` | ``required`` (no end of turn before a call) | ``none`` (no call) | a tool name (that call, now)."""
+    parallel_tool_calls: bool = True
+    """Whether more than one block may follow."""
+    reasoning: Reasoning = "enabled"
+    """See :data:`Reasoning`."""
+    whitespace: WhitespaceMode = "canonical"
+    """``canonical``: the chat template's ``json.dumps`` spelling. ``flexible``: bounded extra whitespace."""
+    max_whitespace: int = 2
+    """With ``whitespace="flexible"``: most whitespace characters at any one JSON whitespace position."""
+    escape_markers: bool = False
+    """Forbid the raw closing marker inside string values (the model must write ``<\\/tool_call>``)."""
+    after_calls: AfterCalls = "end"
+    """What may follow the last block: ``end`` of turn, or free ``text`` (which cannot open another block)."""
+
+    def __post_init__(self) -> None:
+        if self.reasoning not in ("enabled", "disabled", "prefilled"):
+            raise GrammarError(f"reasoning must be 'enabled', 'disabled' or 'prefilled', got {self.reasoning!r}")
+        if self.whitespace not in ("canonical", "flexible"):
+            raise GrammarError(f"whitespace must be 'canonical' or 'flexible', got {self.whitespace!r}")
+        if self.after_calls not in ("end", "text"):
+            raise GrammarError(f"after_calls must be 'end' or 'text', got {self.after_calls!r}")
+        if not isinstance(self.tool_choice, str) or not self.tool_choice:
+            raise GrammarError(
+                f"tool_choice must be 'auto', 'required', 'none' or a tool name, got {self.tool_choice!r}"
+            )
+
+    @property
+    def named_tool(self) -> str | None:
+        return None if self.tool_choice in ("auto", "required", "none") else self.tool_choice
+
+    def json_whitespace(self) -> Whitespace:
+        if self.whitespace == "canonical":
+            return Whitespace.canonical()
+        return Whitespace.flexible(self.max_whitespace)
+
+    def selected_tools(self, tools: ToolSet) -> list[Tool]:
+        """The tools a block may call under this policy."""
+        if self.named_tool is None:
+            return list(tools)
+        if self.named_tool not in tools:
+            raise GrammarError(
+                f"tool_choice names {self.named_tool!r}, which is not among the tools: {', '.join(tools.names)}"
+            )
+        return [tools[self.named_tool]]
+
+    @property
+    def key(self) -> str:
+        """Stable text of the options, for cache keys."""
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+def options_from_kwargs(**kwargs: object) -> GrammarOptions:
+    """Build options from keyword arguments, rejecting unknown names with the list of known ones."""
+    known = set(GrammarOptions.__dataclass_fields__)
+    unknown = sorted(set(kwargs) - known)
+    if unknown:
+        raise GrammarError(f"unknown grammar option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    return GrammarOptions(**kwargs)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, eq=False)
+class TurnGrammar:
+    """The compiled grammar of a turn: the expression tree, its DFA, and what it was built from."""
+
+    tools: ToolSet
+    options: GrammarOptions
+    node: Node
+    dfa: DFA
+    literals: tuple[str, ...] = field(default=())
+    """Literal strings of the grammar (markers, names, keys): the engine tokenizes them to learn
+    short token paths for its budget bound."""
+
+    @property
+    def format(self) -> ToolCallFormat:
+        return get_format(self.options.format)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        h = hashlib.sha256()
+        h.update(self.tools.fingerprint.encode())
+        h.update(self.options.key.encode())
+        h.update(_GRAMMAR_VERSION.encode())
+        return h.hexdigest()
+
+    def to_regex(self) -> str:
+        """The turn as a Python regular expression over its text (``$`` marks the end of the turn)."""
+        return to_regex(self.node)
+
+    def block_regex(self) -> str:
+        """One block as a regular expression (opener through closer), for engines that take a regex."""
+        return to_regex(self.format.block_grammar(self.tools, self.options))
+
+
+_GRAMMAR_VERSION = "1"
+
+
+def compile_turn(tools: object, *, mode: str = "schema", **options: object) -> TurnGrammar:
+    """Compile a tool list (anything :func:`~toolgrammar.tools.load_tools` takes) into a turn grammar."""
+    opts = options_from_kwargs(**options)
+    toolset = tools if isinstance(tools, ToolSet) else load_tools(tools, mode=mode)  # type: ignore[arg-type]
+    fmt = get_format(opts.format)
+    fmt.check_tools(toolset)
+    node = turn_node(toolset, opts, fmt)
+    dfa = compile_dfa(node)
+    literals = _literals(toolset, opts, fmt)
+    return TurnGrammar(tools=toolset, options=opts, node=node, dfa=dfa, literals=literals)
+
+
+def turn_node(tools: ToolSet, options: GrammarOptions, fmt: ToolCallFormat) -> Node:
+    m = fmt.markers
+    choice = options.tool_choice
+    if choice not in ("auto", "none") and not len(tools):
+        raise GrammarError(f"tool_choice={choice!r} needs at least one tool, but the tool list is empty")
+    cut_ok = choice in ("auto", "none")  # may the turn end (or be cut) before any call?
+
+    def free(*avoid: str, safe: bool) -> Node:
+        return group(avoiding(star(ANY_TEXT_SYMBOL), *avoid), safe=safe)
+
+    if choice == "none" or not len(tools):
+        content = seq(free(m.block_open, safe=True), END)
+    else:
+        block = fmt.block_grammar(tools, options)
+        blocks = seq(block, star(seq(lit(m.call_separator), block))) if options.parallel_tool_calls else block
+        after_last = seq(group(blocks, safe=False), _after_calls(options, m.block_open, free))
+        if choice == "auto":
+            content = seq(free(m.block_open, safe=True), alt(after_last, END))
+        elif choice == "required":
+            content = seq(free(m.block_open, safe=False), after_last)
+        else:  # a named tool: that call, straight away
+            content = after_last
+
+    think = free(m.think_close, safe=cut_ok)
+    think_end = alt(seq(lit(m.think_close), content), END) if cut_ok else seq(lit(m.think_close), content)
+    if options.reasoning == "disabled":
+        return content
+    if options.reasoning == "prefilled":
+        return seq(think, think_end)
+    # Content that starts with the opener would be read as reasoning: keep the two branches apart.
+    return alt(seq(lit(m.think_open), think, think_end), not_prefixed(content, m.think_open))
+
+
+def _after_calls(options: GrammarOptions, opener: str, free: object) -> Node:
+    if options.after_calls == "end":
+        return END
+    return seq(free(opener, safe=True), END)  # type: ignore[operator]
+
+
+def _literals(tools: ToolSet, options: GrammarOptions, fmt: ToolCallFormat) -> tuple[str, ...]:
+    m = fmt.markers
+    out = {m.block_open, m.block_close, m.think_open, m.think_close, m.call_separator}
+    for tool in options.selected_tools(tools) if options.tool_choice != "none" else []:
+        rendered = fmt.render_call(tool, {})
+        out.add(rendered)
+        out.add(tool.name)
+        for key in tool.parameters.get("properties", {}):
+            out.add(key)
+            out.add(json.dumps(key, ensure_ascii=False))
+    return tuple(sorted(out))
+
+
+__all__ = [
+    "GrammarOptions",
+    "TurnGrammar",
+    "compile_turn",
+    "options_from_kwargs",
+    "turn_node",
+]

@@ -1,0 +1,219 @@
+"""transformers integration: :class:`ToolCallLogitsProcessor` for ``model.generate``.
+
+    proc = ToolCallLogitsProcessor(tokenizer, tools, max_new_tokens=256)
+    out = model.generate(**inputs, logits_processor=LogitsProcessorList([proc]), max_new_tokens=256)
+
+The processor is thin: the grammar is compiled once (and shared by every processor built for the
+same tokenizer, tools and options), each row of the batch has its own cursor, and each step applies
+one batched operation per mask kind. No Python loop over the vocabulary, no per-row host-device
+copy: the sampled tokens come to the host once per step (one small copy), the index tensors of each
+state's mask go to the device once and stay there.
+
+The same processor object can serve several ``generate`` calls: a new call is recognised when the
+input no longer extends the previous step's input by exactly one token (``reset()`` forces it).
+Beam search works: when rows are reordered between steps, each row's cursor is taken from the row
+whose sequence it extends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from typing import Any
+
+import torch
+
+from .engine import Cursor, StateMask, TokenGrammar, token_grammar
+from .errors import ProcessorError
+from .grammar import compile_turn
+from .vocab import Vocabulary
+
+try:  # transformers is the point of this module, but keep the class importable for type checks
+    from transformers import LogitsProcessor
+except ImportError:  # pragma: no cover
+    LogitsProcessor = object  # type: ignore[assignment,misc]
+
+_vocabularies: dict[int, tuple[weakref.ref, Vocabulary]] = {}
+
+
+def vocabulary_of(tokenizer: Any) -> Vocabulary:
+    """The :class:`~toolgrammar.vocab.Vocabulary` of a transformers tokenizer, built once per tokenizer object."""
+    if isinstance(tokenizer, Vocabulary):
+        return tokenizer
+    key = id(tokenizer)
+    hit = _vocabularies.get(key)
+    if hit is not None and hit[0]() is tokenizer:
+        return hit[1]
+    vocab = Vocabulary.from_hf(tokenizer)
+    with contextlib.suppress(TypeError):  # not weak-referenceable: do not cache
+        _vocabularies[key] = (weakref.ref(tokenizer), vocab)
+    return vocab
+
+
+class ToolCallLogitsProcessor(LogitsProcessor):
+    """Masks logits so that every tool-call block is valid, closed in time, and free text stays free.
+
+    Parameters
+    ----------
+    tokenizer :
+        The model's transformers tokenizer (or a :class:`~toolgrammar.vocab.Vocabulary`).
+    tools :
+        Anything :func:`toolgrammar.tools.load_tools` takes (OpenAI tool list, JSON file path, ToolSet).
+    max_new_tokens : int | None, default: None
+        The same number given to ``generate``. With it, a block that has started always closes
+        within the budget, and a block is never opened that could not close in time.
+    mode : {"schema", "strings"}, default: "schema"
+        Argument rule: each tool's JSON Schema, or the seed harness's all-strings rule.
+    **options :
+        Grammar options (:class:`toolgrammar.grammar.GrammarOptions`): ``format``, ``tool_choice``,
+        ``parallel_tool_calls``, ``reasoning``, ``whitespace``, ``max_whitespace``,
+        ``escape_markers``, ``after_calls``.
+
+    Notes
+    -----
+    Logit columns beyond the tokenizer (Qwen3 models have 151,936 columns for 151,669 ids) are
+    always masked. Outside blocks nothing else is touched, except what the tool-choice policy or the
+    budget demands (``none`` removes the opener; ``required`` forbids ending before a call; near the
+    end of the budget the opener is removed when a call could no longer close).
+    """
+
+    def __init__(
+        self, tokenizer: Any, tools: Any, *, max_new_tokens: int | None = None, mode: str = "schema", **options: Any
+    ):
+        if max_new_tokens is not None and (not isinstance(max_new_tokens, int) or max_new_tokens < 1):
+            raise ProcessorError(f"max_new_tokens must be a positive int or None, got {max_new_tokens!r}")
+        self.vocab = vocabulary_of(tokenizer)
+        self.turn_grammar = compile_turn(tools, mode=mode, **options)
+        self.grammar: TokenGrammar = token_grammar(self.turn_grammar, self.vocab)
+        self.max_new_tokens = max_new_tokens
+        self._device_masks: dict[tuple[int, torch.device], torch.Tensor] = {}
+        self._keep: dict[int, StateMask] = {}  # masks whose ids key _device_masks stay alive
+        self.reset()
+
+    # -- state -------------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Forget the current generation; the next call starts from its input as the prompt."""
+        self.cursors: list[Cursor] = []
+        self._prev_ids: torch.Tensor | None = None
+        self.prompt_length = 0
+
+    @property
+    def errors(self) -> list[str | None]:
+        """Per row: ``None``, or why the row left the grammar (a token the grammar rejected)."""
+        return [c.error for c in self.cursors]
+
+    def _start(self, input_ids: torch.Tensor) -> None:
+        self.cursors = [Cursor(self.grammar, self.max_new_tokens) for _ in range(input_ids.shape[0])]
+        self.prompt_length = input_ids.shape[1]
+
+    def _sync(self, input_ids: torch.Tensor) -> None:
+        prev = self._prev_ids
+        b, length = input_ids.shape
+        if prev is None or prev.shape[0] != b or prev.shape[1] + 1 != length:
+            self._start(input_ids)
+            self._prev_ids = input_ids
+            return
+        if not torch.equal(input_ids[:, :-1], prev) and not self._reorder(input_ids, prev):
+            self._start(input_ids)  # not an extension of the last step: a new generate() call
+            self._prev_ids = input_ids
+            return
+        last = input_ids[:, -1].tolist()
+        for cursor, token in zip(self.cursors, last, strict=True):
+            cursor.advance(int(token))
+        self._prev_ids = input_ids
+
+    def _reorder(self, input_ids: torch.Tensor, prev: torch.Tensor) -> bool:
+        """Rows were reordered (beam search): give each row the cursor of the row it extends.
+
+        Returns False when some row extends no previous row (then this is a new generation).
+        """
+        index = {tuple(row): i for i, row in enumerate(prev[:, self.prompt_length :].tolist())}
+        new = []
+        for row in input_ids[:, self.prompt_length : -1].tolist():
+            parent = index.get(tuple(row))
+            if parent is None:
+                return False
+            new.append(self.cursors[parent].fork())
+        self.cursors = new
+        return True
+
+    # -- masking -----------------------------------------------------------------------------
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if scores.dim() != 2 or input_ids.dim() != 2 or scores.shape[0] != input_ids.shape[0]:
+            raise ProcessorError(
+                f"expected input_ids (batch, length) and scores (batch, vocab) with the same batch, got "
+                f"{tuple(input_ids.shape)} and {tuple(scores.shape)}"
+            )
+        n_tokens = self.grammar.table.n_tokens
+        width = scores.shape[1]
+        if width < n_tokens:
+            raise ProcessorError(
+                f"scores have {width} columns but the tokenizer has {n_tokens} ids; pass the tokenizer of this model"
+            )
+        self._sync(input_ids)
+        masks = [c.mask() for c in self.cursors]
+        if width > n_tokens:
+            scores[:, n_tokens:] = -float("inf")
+        self._apply(scores, masks)
+        return scores
+
+    def _ids(self, mask: StateMask, arr: Any, device: torch.device) -> torch.Tensor:
+        key = (id(arr), device)
+        t = self._device_masks.get(key)
+        if t is None:
+            t = torch.from_numpy(arr).to(device)
+            self._device_masks[key] = t
+            self._keep[id(arr)] = mask
+        return t
+
+    def _apply(self, scores: torch.Tensor, masks: list[StateMask | None]) -> None:
+        device = scores.device
+        ninf = -float("inf")
+        if len(masks) == 1:
+            m = masks[0]
+            if m is None or m.all_allowed:
+                return
+            if m.banned is not None:
+                scores.index_fill_(1, self._ids(m, m.banned, device), ninf)
+            else:
+                ids = self._ids(m, m.allowed, device)
+                kept = scores.index_select(1, ids)
+                scores.fill_(ninf)
+                scores.index_copy_(1, ids, kept)
+            return
+        width = scores.shape[1]
+        flat = scores.view(-1) if scores.is_contiguous() else None
+        banned, allowed, allowed_rows = [], [], []
+        for r, m in enumerate(masks):
+            if m is None or m.all_allowed:
+                continue
+            if m.banned is not None:
+                banned.append(self._ids(m, m.banned, device) + r * width)
+            else:
+                allowed.append(self._ids(m, m.allowed, device) + r * width)
+                allowed_rows.append(r)
+        if flat is None:  # rare: a non-contiguous view; fall back to row operations
+            for r, m in enumerate(masks):
+                self._apply(scores[r : r + 1], [m])
+            return
+        if banned:
+            flat.index_fill_(0, torch.cat(banned), ninf)
+        if allowed:
+            idx = torch.cat(allowed)
+            kept = flat.index_select(0, idx)
+            scores.index_fill_(0, torch.tensor(allowed_rows, device=device), ninf)
+            flat.index_copy_(0, idx, kept)
+
+    # -- reporting ---------------------------------------------------------------------------
+
+    def in_block(self) -> list[bool]:
+        """Per row: whether a block is open now."""
+        return [c.in_block for c in self.cursors]
+
+    def stats(self) -> dict[str, Any]:
+        return {**self.grammar.stats(), "rows": len(self.cursors), "errors": sum(e is not None for e in self.errors)}
+
+
+__all__ = ["ToolCallLogitsProcessor", "vocabulary_of"]

@@ -1,0 +1,230 @@
+"""JSON values as byte-level grammar trees, driven by a normalized tool schema.
+
+The input is a schema normalized by :mod:`toolgrammar.tools` (refs inlined, only supported keywords
+left), so this module never guesses: each keyword it meets is one it enforces. The spelling is the
+chat template's by default (``json.dumps`` separators ``", "`` and ``": "``, ``ensure_ascii=False``):
+that is what Qwen models were trained to write. ``Whitespace.flexible(k)`` allows up to ``k``
+whitespace characters at each place JSON allows them; never an unbounded run, because free
+whitespace "led to pathological behaviors, especially for small models" (outlines#484), and an
+unbounded loop could never be forced to close within a token budget anyway.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from .automaton import (
+    Members,
+    Node,
+    alt,
+    avoiding,
+    chars,
+    group,
+    lit,
+    opt,
+    repeat,
+    seq,
+    shared,
+    star,
+    utf8_char,
+)
+from .errors import GrammarError
+
+
+@dataclass(frozen=True)
+class Whitespace:
+    """Where whitespace may appear inside JSON, and how much."""
+
+    item_separator: str = ", "
+    """Between array items and object members (canonical: ``", "``)."""
+    key_separator: str = ": "
+    """Between a key and its value (canonical: ``": "``)."""
+    max_extra: int = 0
+    """Flexible mode: up to this many extra whitespace characters at each JSON whitespace position."""
+
+    @classmethod
+    def canonical(cls) -> Whitespace:
+        return cls()
+
+    @classmethod
+    def flexible(cls, max_extra: int = 2) -> Whitespace:
+        if not 0 < max_extra <= 16:
+            raise GrammarError(f"flexible whitespace needs 1 <= max_whitespace <= 16, got {max_extra}")
+        return cls(",", ":", max_extra)
+
+    def ws(self) -> Node:
+        if self.max_extra == 0:
+            return lit("")
+        return repeat(chars(" \t\n\r", r"[ \t\n\r]"), 0, self.max_extra)
+
+    def item_sep(self) -> Node:
+        return seq(self.ws(), lit(self.item_separator), self.ws())
+
+    def key_sep(self) -> Node:
+        return seq(self.ws(), lit(self.key_separator), self.ws())
+
+
+_STRING_CHAR_REGEX = r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
+
+
+def string_char() -> Node:
+    """One JSON string character: any character but ``"``, ``\\`` and controls, or an escape."""
+    hexd = chars("0123456789abcdefABCDEF", "[0-9a-fA-F]")
+    return group(
+        alt(
+            utf8_char(exclude_ascii='"\\', ascii_only_printable=True),
+            seq(lit("\\"), chars('"\\/bfnrt', r'["\\/bfnrt]')),
+            seq(lit("\\u"), hexd, hexd, hexd, hexd),
+        ),
+        regex=_STRING_CHAR_REGEX,
+    )
+
+
+def json_string(avoid: tuple[str, ...] = ()) -> Node:
+    """A JSON string literal. ``avoid`` lists raw substrings the string text may not contain."""
+    body = star(string_char())
+    if avoid:
+        body = avoiding(body, *avoid)
+    return seq(lit('"'), body, lit('"'))
+
+
+_DIGIT = chars("0123456789", "[0-9]")
+_DIGIT19 = chars("123456789", "[1-9]")
+
+
+def json_integer() -> Node:
+    return seq(opt(lit("-")), alt(lit("0"), seq(_DIGIT19, star(_DIGIT))))
+
+
+def json_number() -> Node:
+    frac = seq(lit("."), repeat(_DIGIT, 1, None))
+    exp = seq(chars("eE", "[eE]"), opt(chars("+-", "[+-]")), repeat(_DIGIT, 1, None))
+    return seq(json_integer(), opt(frac), opt(exp))
+
+
+def json_literal(value: Any, ws: Whitespace) -> Node:
+    """Exactly ``value``, spelled as the chat template spells it."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(ws.item_separator, ws.key_separator))
+    except (TypeError, ValueError) as error:
+        raise GrammarError(f"enum/const value {value!r} is not JSON: {error}") from error
+    return lit(text)
+
+
+@dataclass(frozen=True)
+class SchemaContext:
+    """Options that shape every value of a schema."""
+
+    ws: Whitespace
+    string_avoid: tuple[str, ...] = ()
+    """Raw substrings no string value may contain (``escape_markers=True`` puts ``</tool_call>`` here)."""
+    tool: str = ""
+    """The tool being compiled, for error messages."""
+
+
+ANY_VALUE_DEPTH = 3
+"""Nesting allowed inside a value whose schema is ``{}`` (any JSON). A regular grammar cannot
+count brackets, so free-form JSON is bounded: scalars at depth 0, containers of depth-1 values above."""
+
+
+@lru_cache(maxsize=64)
+def any_value(ctx: SchemaContext, depth: int = ANY_VALUE_DEPTH) -> Node:
+    """Any JSON value nested at most ``depth`` containers deep (the grammar of the schema ``{}``)."""
+    ws = ctx.ws
+    scalars = [json_string(ctx.string_avoid), json_number(), lit("true"), lit("false"), lit("null")]
+    if depth <= 0:
+        return alt(*scalars)
+    inner = shared(any_value(ctx, depth - 1))
+    array = seq(lit("["), ws.ws(), opt(seq(inner, star(seq(ws.item_sep(), inner)))), ws.ws(), lit("]"))
+    member = seq(json_string(ctx.string_avoid), ws.key_sep(), inner)
+    obj = seq(lit("{"), ws.ws(), opt(seq(member, star(seq(ws.item_sep(), member)))), ws.ws(), lit("}"))
+    return shared(alt(*scalars, array, obj))
+
+
+def schema_node(schema: dict[str, Any], ctx: SchemaContext, pointer: str = "") -> Node:
+    """The grammar of JSON values valid against a normalized ``schema``."""
+    if not schema:
+        return any_value(ctx)
+    if "const" in schema:
+        return json_literal(schema["const"], ctx.ws)
+    if "enum" in schema:
+        return alt(*(json_literal(v, ctx.ws) for v in schema["enum"]))
+    if "anyOf" in schema:
+        branches = []
+        base = {k: v for k, v in schema.items() if k != "anyOf"}
+        for i, sub in enumerate(schema["anyOf"]):
+            merged = {**base, **sub} if base else sub
+            branches.append(schema_node(merged, ctx, f"{pointer}/anyOf/{i}"))
+        return alt(*branches)
+    types = schema.get("type")
+    if types is None and not (set(schema) - {"additionalProperties", "properties", "required", "items"}):
+        return any_value(ctx)
+    if types is None:
+        raise GrammarError(
+            f"tool {ctx.tool!r}: schema at {pointer or '/'} has no type, enum, const or anyOf; the grammar "
+            "cannot generate an unconstrained JSON value (give it a type)"
+        )
+    if isinstance(types, list):
+        return alt(*(_typed(schema, t, ctx, pointer) for t in types))
+    return _typed(schema, types, ctx, pointer)
+
+
+def _typed(schema: dict[str, Any], type_: str, ctx: SchemaContext, pointer: str) -> Node:
+    if type_ == "string":
+        return json_string(ctx.string_avoid)
+    if type_ == "integer":
+        return json_integer()
+    if type_ == "number":
+        return json_number()
+    if type_ == "boolean":
+        return alt(lit("true"), lit("false"))
+    if type_ == "null":
+        return lit("null")
+    if type_ == "array":
+        return _array(schema, ctx, pointer)
+    if type_ == "object":
+        return object_node(schema, ctx, pointer)
+    raise GrammarError(f"tool {ctx.tool!r}: unknown type {type_!r} at {pointer or '/'}")
+
+
+def _array(schema: dict[str, Any], ctx: SchemaContext, pointer: str) -> Node:
+    items = schema.get("items", {})
+    lo = int(schema.get("minItems", 0))
+    hi = schema.get("maxItems")
+    hi = None if hi is None else int(hi)
+    if hi == 0:
+        return seq(lit("["), ctx.ws.ws(), lit("]"))
+    item = schema_node(items, ctx, f"{pointer}/items")
+    ws = ctx.ws
+    rest = repeat(seq(ws.item_sep(), item), max(lo - 1, 0), None if hi is None else hi - 1)
+    body = seq(item, rest)
+    if lo == 0:
+        body = opt(body)
+    return seq(lit("["), ws.ws(), body, ws.ws(), lit("]"))
+
+
+def object_node(schema: dict[str, Any], ctx: SchemaContext, pointer: str = "") -> Node:
+    """An object: declared properties in schema order, required ones present, optional ones skippable."""
+    ws = ctx.ws
+    props: dict[str, Any] = schema.get("properties", {})
+    extra = schema.get("additionalProperties", False)
+    if not props and isinstance(extra, dict):
+        # A string-keyed map: {"k": V, ...}.
+        value = schema_node(extra, ctx, f"{pointer}/additionalProperties")
+        member = seq(json_string(ctx.string_avoid), ws.key_sep(), value)
+        body = opt(seq(member, star(seq(ws.item_sep(), member))))
+        return seq(lit("{"), ws.ws(), body, ws.ws(), lit("}"))
+    required = set(schema.get("required", ()))
+    members = []
+    for key, sub in props.items():
+        value = schema_node(sub, ctx, f"{pointer}/properties/{_escape_pointer(key)}")
+        members.append((seq(json_literal(key, ws), ws.key_sep(), value), key in required))
+    body = Members(tuple(members), ws.item_sep()) if members else lit("")
+    return seq(lit("{"), ws.ws(), body, ws.ws(), lit("}"))
+
+
+def _escape_pointer(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")

@@ -1,0 +1,286 @@
+"""The seed's five tools, run for real against a throw-away copy of a small repository.
+
+:class:`Sandbox` copies a repository (by default the bundled ``data/example_repo``, a small Python
+package with a few bugs and a unittest suite) into a fresh temporary directory and executes
+``read_file``, ``list_files``, ``grep``, ``write_file`` and ``run_tests`` there: real reads, real
+writes, a real regular-expression search and a real test run in a subprocess with a timeout.
+
+Contract (the same as the seed harness's, and what ``compare --turns N`` relies on):
+
+- **Results are strings, never exceptions.** Every outcome, a refused path or a missing file
+  included, is the text that goes back to the model as that call's ``<tool_response>``; errors start
+  with ``"error: "``. Only misuse of this class itself (an unknown repository directory) raises.
+- **Nothing outside the sandbox is read or written by the tools.** A path is refused when it is
+  absolute, contains a ``..`` component, or resolves (symlinks followed) outside the sandbox root;
+  directory walks never follow a symlink and skip any that point out.
+- ``run_tests`` is the one exception to isolation worth stating plainly: it runs the repository's
+  tests, and the model may have written those files, so it runs code the model wrote. It runs with
+  the sandbox as working directory, an isolated interpreter (``-I``), no bytecode files, ``HOME`` and
+  ``TMPDIR`` inside the sandbox, and a timeout; that is hygiene, not a security boundary. Do not
+  point the multi-turn mode at a model you would not let run Python on this machine.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .errors import ToolgrammarError
+
+TOOL_NAMES: tuple[str, ...] = ("read_file", "list_files", "grep", "write_file", "run_tests")
+"""The five tools of the seed harness, in the order ``data/tools.json`` offers them."""
+
+DEFAULT_MAX_RESULT_CHARS = 4000
+"""Results longer than this are cut (with a note saying so): a 0.5B model's context is precious and a
+whole file listing or test log rarely helps it more than its first few thousand characters."""
+
+DEFAULT_TEST_TIMEOUT_S = 60.0
+"""Wall-clock limit of one ``run_tests`` call. The bundled suite takes well under a second."""
+
+_IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
+
+
+class SandboxError(ToolgrammarError, ValueError):
+    """The sandbox itself cannot be set up (a missing repository directory)."""
+
+
+class PathRefused(Exception):
+    """A path that would leave the sandbox; its message is the error string the model gets back."""
+
+
+def example_repo() -> Path:
+    """Directory of the bundled example repository (package data, read-only by convention)."""
+    return Path(str(resources.files("toolgrammar") / "data" / "example_repo"))
+
+
+class Sandbox:
+    """A temporary copy of a repository plus the five tools, executed inside it.
+
+    Use it as a context manager (the copy is deleted on exit) or call :meth:`close`.
+
+    Parameters
+    ----------
+    repo : str | Path | None, default: None
+        Repository to copy; ``None`` is the bundled example repository. The original is never touched.
+    max_result_chars : int, default: DEFAULT_MAX_RESULT_CHARS
+        Longer results are cut, with a note saying how much was left out.
+    test_timeout_s : float, default: DEFAULT_TEST_TIMEOUT_S
+        Wall-clock limit of a ``run_tests`` call; on expiry the result says so.
+    """
+
+    def __init__(
+        self,
+        repo: str | Path | None = None,
+        *,
+        max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+        test_timeout_s: float = DEFAULT_TEST_TIMEOUT_S,
+    ) -> None:
+        source = Path(repo) if repo is not None else example_repo()
+        if not source.is_dir():
+            raise SandboxError(f"repository {str(source)!r} is not a directory; pass an existing directory")
+        self._tmp = tempfile.TemporaryDirectory(prefix="toolgrammar-sandbox-")
+        self.root = Path(self._tmp.name).resolve() / "repo"
+        shutil.copytree(source, self.root, symlinks=True, ignore=_IGNORED)
+        self.max_result_chars = max_result_chars
+        self.test_timeout_s = test_timeout_s
+        self._tools: dict[str, Callable[..., str]] = {
+            "read_file": self.read_file,
+            "list_files": self.list_files,
+            "grep": self.grep,
+            "write_file": self.write_file,
+            "run_tests": self.run_tests,
+        }
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Delete the copy. Safe to call twice."""
+        self._tmp.cleanup()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- dispatch ----------------------------------------------------------------------------------
+
+    def execute(self, name: str, arguments: Mapping[str, Any]) -> str:
+        """Run one call and return its result string (``"error: ..."`` on any failure; never raises).
+
+        The arguments are expected to have passed the strict parser already; anything else is still
+        answered with an error string rather than an exception.
+        """
+        tool = self._tools.get(name)
+        if tool is None:
+            return f"error: unknown tool {name!r}; known: {', '.join(TOOL_NAMES)}"
+        if not isinstance(arguments, Mapping):
+            return "error: arguments must be a JSON object"
+        try:
+            return self._cut(tool(**dict(arguments)))
+        except PathRefused as refused:
+            return str(refused)
+        except TypeError as error:  # unexpected or missing keyword arguments
+            return f"error: bad arguments for {name}: {error}"
+        except Exception as error:  # a tool must never end the agent loop
+            return f"error: {name} failed: {type(error).__name__}: {error}"
+
+    def _cut(self, text: str) -> str:
+        if len(text) <= self.max_result_chars:
+            return text
+        left = len(text) - self.max_result_chars
+        return text[: self.max_result_chars] + f"\n[... {left} more characters not shown]"
+
+    # -- paths -------------------------------------------------------------------------------------
+
+    def resolve(self, path: str) -> Path:
+        """The sandbox path for a model-supplied relative ``path``, or :class:`PathRefused`.
+
+        Refused: non-strings, empty strings, NUL bytes, absolute paths (``/x``, ``C:\\x``, ``~``),
+        any ``..`` component, and paths whose resolution (symlinks followed) leaves the root.
+        """
+        if not isinstance(path, str) or not path.strip():
+            raise PathRefused("error: path must be a non-empty string relative to the repository root")
+        if "\x00" in path:
+            raise PathRefused("error: path contains a NUL character")
+        text = path.strip().replace("\\", "/")
+        if text.startswith(("/", "~")) or re.match(r"^[A-Za-z]:", text):
+            raise PathRefused(f"error: absolute paths are not allowed ({path!r}); use a path relative to the repository root")
+        parts = [p for p in text.split("/") if p not in ("", ".")]
+        if ".." in parts:
+            raise PathRefused(f"error: path {path!r} leaves the repository ('..' is not allowed)")
+        candidate = self.root.joinpath(*parts)
+        real = Path(os.path.realpath(candidate))
+        if real != self.root and self.root not in real.parents:
+            raise PathRefused(f"error: path {path!r} resolves outside the repository (a symlink pointing out)")
+        return candidate
+
+    def _inside(self, path: Path) -> bool:
+        real = Path(os.path.realpath(path))
+        return real == self.root or self.root in real.parents
+
+    def _rel(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    def _walk_files(self, top: Path) -> list[Path]:
+        """Regular files under ``top``, sorted; symlinks are followed only when they stay inside."""
+        if top.is_file():
+            return [top]
+        found: list[Path] = []
+        for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
+            dirnames[:] = sorted(d for d in dirnames if d not in ("__pycache__", ".git", ".pytest_cache"))
+            base = Path(dirpath)
+            for name in sorted(filenames):
+                file = base / name
+                if file.is_symlink() and not self._inside(file):
+                    continue
+                found.append(file)
+        return found
+
+    # -- the five tools ----------------------------------------------------------------------------
+
+    def read_file(self, path: str) -> str:
+        """The file's text (UTF-8, undecodable bytes replaced)."""
+        target = self.resolve(path)
+        if not target.exists():
+            return f"error: no such file: {path}"
+        if target.is_dir():
+            return f"error: {path} is a directory; use list_files"
+        return target.read_text(encoding="utf-8", errors="replace")
+
+    def list_files(self, path: str = ".") -> str:
+        """Every file under the directory, one relative path per line."""
+        target = self.resolve(path)
+        if not target.exists():
+            return f"error: no such directory: {path}"
+        if target.is_file():
+            return self._rel(target)
+        files = self._walk_files(target)
+        return "\n".join(self._rel(f) for f in files) if files else "(no files)"
+
+    def grep(self, pattern: str, path: str = ".") -> str:
+        """``file:line:text`` for every line matching the regular expression ``pattern``."""
+        if not isinstance(pattern, str):
+            return "error: pattern must be a string"
+        try:
+            regex = re.compile(pattern)
+        except re.error as error:
+            return f"error: invalid regular expression {pattern!r}: {error}"
+        target = self.resolve(path)
+        if not target.exists():
+            return f"error: no such file or directory: {path}"
+        matches: list[str] = []
+        for file in self._walk_files(target):
+            try:
+                lines = file.read_text(encoding="utf-8").splitlines()
+            except (UnicodeDecodeError, OSError):
+                continue  # binary or unreadable: skipped, as grep -I would
+            matches.extend(f"{self._rel(file)}:{n}:{line}" for n, line in enumerate(lines, 1) if regex.search(line))
+        return "\n".join(matches) if matches else "(no matches)"
+
+    def write_file(self, path: str, content: str) -> str:
+        """Write (create or replace) a file; parent directories are created inside the sandbox."""
+        if not isinstance(content, str):
+            return "error: content must be a string"
+        target = self.resolve(path)
+        if target.is_dir():
+            return f"error: {path} is a directory"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not self._inside(target.parent):  # a symlinked directory created between checks
+            raise PathRefused(f"error: path {path!r} resolves outside the repository")
+        target.write_text(content, encoding="utf-8")
+        return f"wrote {len(content.encode('utf-8'))} bytes to {self._rel(target)}"
+
+    def run_tests(self, path: str = "") -> str:
+        """Run unittest (which also runs pytest-style ``TestCase`` files) and return its output.
+
+        ``path`` may be empty or ``"."`` (every test), a directory (discovered) or one test file.
+        unittest rather than pytest: it is always there, so the tool behaves the same whatever the
+        user installed.
+        """
+        command = [sys.executable, "-I", "-B", "-m", "unittest", "discover", "-t", "."]
+        text = (path or "").strip()
+        if text in ("", "."):
+            start = "tests" if (self.root / "tests").is_dir() else "."
+            command += ["-s", start]
+        else:
+            target = self.resolve(text)
+            if not target.exists():
+                return f"error: no such test file or directory: {path}"
+            if target.is_dir():
+                command += ["-s", self._rel(target)]
+            elif target.suffix == ".py":
+                command += ["-s", self._rel(target.parent) if target.parent != self.root else ".", "-p", target.name]
+            else:
+                return f"error: {path} is not a Python test file"
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": str(self.root),
+            "TMPDIR": str(self.root),
+            "PYTHONIOENCODING": "utf-8",
+        }
+        try:
+            done = subprocess.run(
+                command,
+                cwd=self.root,
+                env=env,
+                capture_output=True,
+                text=True,
+                encoding="utf-8",
+                errors="replace",
+                timeout=self.test_timeout_s,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return f"error: the tests did not finish within {self.test_timeout_s:g} s"
+        output = (done.stdout + done.stderr).strip()
+        status = "passed" if done.returncode == 0 else f"failed (exit code {done.returncode})"
+        return f"{output}\n\ntests {status}"

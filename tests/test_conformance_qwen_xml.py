@@ -1,0 +1,173 @@
+"""CanIToolCall's ``qwen3-xml`` family (54 fixtures) through the qwen-xml parser, every strategy.
+
+The replay is CanIToolCall's own: :func:`canitoolcall.adapters.worker.replay` builds the
+non-streaming parse and one stream per chunking strategy, :func:`canitoolcall.runner.evaluate`
+runs every check and gives the case status, exactly as ``canitoolcall run`` would. The adapter
+below follows the adapter contract with the real token ids and the right vocabulary per model
+(Qwen3-Coder: the 151k Qwen3 vocabulary; Qwen3.5 / Qwen3.8: the 248k one), decoded incrementally
+the way a server does, and the parser in ``lenient`` mode (the suite's ``malformed`` fixtures expect
+the recovered call; ``tests/test_parser_qwen_xml.py`` checks what strict mode reports for them).
+
+Every strategy must pass strictly, the synthetic ``char:0`` / ``char:1`` included. Print the pass
+table of ``examples/conformance-qwen3-xml.md`` with::
+
+    .venv/bin/python tests/test_conformance_qwen_xml.py
+"""
+
+from __future__ import annotations
+
+import codecs
+import sys
+from collections.abc import Collection, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+if __name__ == "__main__":  # run as a script: import the working tree's package
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from canitoolcall.adapters.base import Adapter, ReplayInput, Support, ToolSpec
+from canitoolcall.adapters.worker import replay
+from canitoolcall.chunking import ChunkStrategy, synthetic_strategies
+from canitoolcall.fixtures import load_fixtures
+from canitoolcall.pytest_plugin import family_for
+from canitoolcall.results import ParsedToolCall, ParseResult, Status, StreamAccumulator
+from canitoolcall.runner import evaluate
+
+from toolgrammar.conformance import ALL_STRATEGIES, fixture_toolset, pass_table, reasoning_started
+from toolgrammar.parser import TurnStreamParser, parse_turn
+
+FAMILY = "qwen3-xml"
+STRATEGIES = tuple(ChunkStrategy.parse(s) for s in ALL_STRATEGIES)
+PARSE_MODE = "lenient"
+
+
+@cache
+def vocabulary(repo: str) -> Any:
+    """The offline vocabulary of a fixture's tokenizer pin (checked against its ids in the test)."""
+    from toolgrammar.vocab import qwen3_vocabulary, qwen35_vocabulary
+
+    return qwen3_vocabulary() if repo.startswith("Qwen/Qwen3-Coder") else qwen35_vocabulary()
+
+
+def decode_stream(vocab: Any, chunks: Sequence[Sequence[int]]) -> list[str]:
+    """Text deltas of token-id chunks: UTF-8 decoded incrementally (an incomplete character waits)."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    deltas = [decoder.decode(vocab.decode(chunk)) for chunk in chunks]
+    tail = decoder.decode(b"", final=True)
+    if tail:
+        deltas.append(tail)
+    return deltas
+
+
+class QwenXmlReplayAdapter(Adapter):
+    """toolgrammar's qwen-xml parser as a CanIToolCall engine (lenient mode, both vocabularies)."""
+
+    name: ClassVar[str] = "toolgrammar-qwen-xml"
+    pinned_version: ClassVar[str] = "0.1.0"
+    supports_text_deltas: ClassVar[bool] = True
+    tokens_per_step: ClassVar[Any] = "many"
+
+    def version(self) -> str:
+        return self.pinned_version
+
+    def supports(self, family: str, model: str) -> Support:
+        return Support(family == FAMILY, None if family == FAMILY else "qwen-xml only")
+
+    def parser_config(self, raw: ReplayInput) -> dict[str, Any]:
+        return {"format": "qwen-xml", "parse_mode": PARSE_MODE, "reasoning_started": self._started(raw)}
+
+    def units(self, raw: ReplayInput) -> list[int]:
+        assert raw.token_ids is not None, f"{raw.fixture_id} has no output_token_ids"
+        return list(raw.token_ids)
+
+    def special_token_ids(self, raw: ReplayInput) -> Collection[int] | None:
+        # Every added token (``<tool_call>``, ``<think>``... and the control tokens) is its own delta:
+        # a stricter split than the control tokens alone, which these outputs never contain.
+        vocab = self._vocab(raw)
+        return vocab.added_ids | vocab.special_ids
+
+    def parse(self, raw: ReplayInput, tools: Sequence[ToolSpec]) -> ParseResult:
+        text = self._vocab(raw).decode(self.units(raw)).decode("utf-8")
+        turn = parse_turn(
+            text,
+            fixture_toolset(tools)[0],
+            format="qwen-xml",
+            mode=PARSE_MODE,  # type: ignore[arg-type]
+            reasoning_started=self._started(raw),
+        )
+        return ParseResult(
+            content=turn.content,
+            reasoning_content=turn.reasoning_content,
+            tool_calls=tuple(ParsedToolCall(c.name, c.arguments_json()) for c in turn.tool_calls),
+        )
+
+    def parse_stream(self, raw: ReplayInput, chunks: Sequence[Sequence[int]], tools: Sequence[ToolSpec]) -> ParseResult:
+        return self.parse_stream_text(raw, decode_stream(self._vocab(raw), chunks), tools)
+
+    def parse_stream_text(self, raw: ReplayInput, deltas: Sequence[str], tools: Sequence[ToolSpec]) -> ParseResult:
+        stream = TurnStreamParser(
+            fixture_toolset(tools)[0],
+            format="qwen-xml",
+            mode=PARSE_MODE,  # type: ignore[arg-type]
+            reasoning_started=self._started(raw),
+        )
+        acc = StreamAccumulator()
+        for delta in deltas:
+            for d in stream.feed(delta):
+                acc.add_openai_delta(d.to_openai())
+        for d in stream.end():
+            acc.add_openai_delta(d.to_openai())
+        return acc.result()
+
+    @staticmethod
+    def _started(raw: ReplayInput) -> bool:
+        return reasoning_started(raw.generation_prompt)
+
+    @staticmethod
+    def _vocab(raw: ReplayInput) -> Any:
+        assert raw.tokenizer is not None, f"{raw.fixture_id} has no tokenizer pin"
+        return vocabulary(raw.tokenizer.repo)
+
+
+FIXTURES = load_fixtures(None, families=[FAMILY])
+
+
+def run_case(fixture: Any) -> Any:
+    """One fixture replayed and checked as ``canitoolcall run`` does; returns its ``CaseResult``."""
+    family = family_for(fixture)
+    reply = replay(QwenXmlReplayAdapter(), fixture, family, STRATEGIES)
+    synthetic = synthetic_strategies([s.id for s in STRATEGIES], QwenXmlReplayAdapter.tokens_per_step)
+    return evaluate(fixture, family, reply, include_observed="failures", synthetic=synthetic)
+
+
+def test_the_family_is_complete() -> None:
+    assert len(FIXTURES) == 54
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=[f.id for f in FIXTURES])
+def test_token_ids_decode_to_the_raw_output(fixture: Any) -> None:
+    assert fixture.tokenizer is not None
+    vocab = vocabulary(fixture.tokenizer.repo)
+    assert vocab.decode(fixture.output_token_ids).decode("utf-8") == fixture.raw_output
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=[f.id for f in FIXTURES])
+def test_strict_pass_on_every_strategy(fixture: Any) -> None:
+    case = run_case(fixture)
+    assert not case.skipped_strategies, case.skipped_strategies
+    bad = [f"{r.check}@{r.strategy}: {r.status.value} ({r.detail})" for r in case.checks if r.status is not Status.PASS]
+    assert case.status is Status.PASS and not bad, "\n".join(bad)
+    assert {r.strategy for r in case.checks} >= {"nonstream", *ALL_STRATEGIES}
+
+
+def main() -> int:
+    cases = [run_case(f) for f in FIXTURES]
+    print(pass_table(cases, ALL_STRATEGIES))
+    return 0 if all(c.status is Status.PASS for c in cases) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
