@@ -65,6 +65,7 @@ def machine_info() -> dict[str, Any]:
         "cpu": cpu,
         "nproc": usable,
         "torch_threads": torch.get_num_threads(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
         "python": platform.python_version(),
         "platform": platform.platform(),
         "versions": versions,
@@ -146,15 +147,19 @@ def typed_tools() -> ToolSet:
                 "title": {"type": "string"},
                 "at": {
                     "type": "object",
-                    "properties": {"day": {"type": "integer"}, "hour": {"type": "integer"}, "minute": {"type": "integer"}},
-                    "required": ["day", "hour"],
+                    "properties": {
+                        "day": {"type": "integer"},
+                        "hour": {"type": "integer"},
+                        "minute": {"type": "integer"},
+                    },
+                    "required": ["day"],
                 },
                 "hours": {"type": "number"},
                 "invite": {"type": "array", "items": {"type": "string"}},
                 "level": {"enum": ["low", "normal", "high"]},
                 "remote": {"type": "boolean"},
             },
-            ["title", "at", "hours", "level", "remote"],
+            ["at", "hours", "level", "remote"],
         ),
         _fn(
             "search_issues",
@@ -170,20 +175,17 @@ def typed_tools() -> ToolSet:
         _fn(
             "set_thermostat",
             "Set a room's temperature.",
-            {"room": {"enum": ["kitchen", "bedroom", "office"]}, "celsius": {"type": "number"}, "eco": {"type": "boolean"}},
+            {
+                "room": {"enum": ["kitchen", "bedroom", "office"]},
+                "celsius": {"type": "number"},
+                "eco": {"type": "boolean"},
+            },
             ["room", "celsius", "eco"],
         ),
     ]
     call = {
         "name": "schedule",
-        "arguments": {
-            "title": "Design review",
-            "at": {"day": 3, "hour": 14},
-            "hours": 1.5,
-            "invite": ["ana"],
-            "level": "high",
-            "remote": True,
-        },
+        "arguments": {"at": {"day": 3}, "hours": 1.5, "invite": ["ana", "bo"], "level": "high", "remote": True},
     }
     return ToolSet("typed tools", tools, call)
 
@@ -248,7 +250,7 @@ class EngineRunner:
         """Memory the compiled grammar holds (cached masks), where the engine reports it."""
         return None
 
-    def fresh(self) -> None:  # noqa: B027 - optional hook
+    def fresh(self) -> None:
         """Drop compile caches so the next :meth:`compile` is cold (the cold-start measure)."""
 
 
@@ -281,12 +283,17 @@ def per_position(walks_ns: Sequence[Sequence[int]]) -> Stats:
 
 
 def time_op(
-    op: Callable[[torch.Tensor], Any], make: Callable[[], torch.Tensor], reps: int, *, fresh: bool = True
+    op: Callable[[torch.Tensor], Any],
+    make: Callable[[], torch.Tensor],
+    reps: int,
+    *,
+    fresh: bool = True,
+    warmup: int = 20,
 ) -> Stats:
-    """Time ``op(tensor)`` ``reps`` times after a warm-up; a new tensor from ``make()`` each time when
-    ``fresh`` (allocated outside the timed region), else one tensor, cache-hot."""
+    """Time ``op(tensor)`` ``reps`` times after ``warmup`` untimed calls; a new tensor from ``make()``
+    each time when ``fresh`` (allocated outside the timed region), else one tensor, cache-hot."""
     hot = make()
-    for _ in range(min(20, reps)):
+    for _ in range(warmup):
         op(make() if fresh else hot)
     out = []
     for _ in range(reps):

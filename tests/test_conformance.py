@@ -64,7 +64,9 @@ def test_fixture_passes_strictly_on_every_strategy(adapter, fixture):
     assert reply["skipped"] == {}
     assert set(reply["streams"]) == set(ALL_STRATEGIES)
     case = evaluate(fixture, family, reply, include_observed="all")
-    bad = [f"{r.check}[{r.strategy}]: {r.status.value} ({r.detail})" for r in case.checks if r.status is not Status.PASS]
+    bad = [
+        f"{r.check}[{r.strategy}]: {r.status.value} ({r.detail})" for r in case.checks if r.status is not Status.PASS
+    ]
     # Every row must pass, char:* rows included (the case status alone ignores them).
     assert not bad, "\n".join(bad)
     assert case.status is Status.PASS
@@ -165,6 +167,7 @@ def test_tools_the_grammar_rejects_still_get_checked_against_their_own_schema():
     ]
     toolset, note = fixture_toolset(tools)
     assert note.startswith("schema-unnormalized (load_tools: ")
+    assert toolset["lookup"].parameters["properties"]["zip"]["pattern"] == "^[0-9]{5}$"
     adapter = CanIToolCallAdapter()
     raw = ReplayInput(fixture_id="x/y", family=FAMILY, model="Qwen/Qwen3-0.6B", text="")
     good = '<tool_call>\n{"name": "lookup", "arguments": {"zip": "02139"}}\n</tool_call>'

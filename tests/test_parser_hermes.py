@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from toolgrammar.checks import check_arguments, check_call
@@ -551,22 +551,58 @@ FRAGMENTS = [
 ]
 
 
+BODIES = [
+    '{"name": "read_file", "arguments": {"path": "a.py"}}',
+    '{"name": "run_tests", "arguments": {}}',
+    '{"name": "grep", "arguments": {"pattern": "Use <tool_call> ... </tool_call>", "path": "."}}',
+    '{"name": "grep", "arguments": {"pattern": "\\\\\\"}", "path": "<think>"}}',
+    '{"name": "write_file", "arguments": {"path": "a", "content": "x\ny"}}',
+    '{"name": "read_file", "arguments": {"path": 3}}',
+    '{"name": "delete", "arguments": {"path": "a"}}',
+    '{"name": "read_file", "arguments": {"path": "a"}',
+    "not json",
+    "",
+]
+
+
+@st.composite
+def structured_turns(draw):
+    """Turns shaped like real ones (reasoning, text, blocks good and bad), maybe cut like a token limit."""
+    parts = []
+    if draw(st.booleans()):
+        opener = draw(st.sampled_from(["<think>\n", "<think>", ""]))
+        parts.append(opener + draw(st.sampled_from(["Plan.", "Use <tool_call>?", ""])) + "\n</think>\n\n")
+    parts.append(draw(st.sampled_from(["", "Let me check.", "Sure. ", "é 🌸\n"])))
+    for body in draw(st.lists(st.sampled_from(BODIES), max_size=4)):
+        pad = draw(st.sampled_from(["\n", ""]))
+        parts.append(draw(st.sampled_from(["\n", "", " "])) + "<tool_call>" + pad + body + pad + "</tool_call>")
+    parts.append(draw(st.sampled_from(["", "\nDone.", " "])))
+    text = "".join(parts)
+    if draw(st.booleans()):
+        text = text[: draw(st.integers(0, len(text)))]
+    return text
+
+
 @st.composite
 def split_turns(draw):
-    text = "".join(draw(st.lists(st.sampled_from(FRAGMENTS), max_size=24)))
+    text = draw(st.one_of(st.lists(st.sampled_from(FRAGMENTS), max_size=24).map("".join), structured_turns()))
     cuts = sorted(draw(st.sets(st.integers(1, max(1, len(text) - 1)), max_size=40))) if len(text) > 1 else []
     return text, cuts
 
 
 @pytest.mark.parametrize("mode", ["strict", "seed"])
 @pytest.mark.parametrize("reasoning_started", [False, True])
-@settings(max_examples=300, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=500, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=split_turns())
 def test_streaming_equals_one_shot_for_every_split(strings_tools, mode, reasoning_started, case):
-    """300 derandomized examples per (mode, reasoning_started): 1,200 random turns and splits in all."""
+    """500 derandomized examples per (mode, reasoning_started): 2,000 random turns and splits in all."""
     text, cuts = case
     kwargs = {"mode": mode, "reasoning_started": reasoning_started}
     one_shot = parse_turn(text, strings_tools, **kwargs)
+    # --hypothesis-show-statistics reports how often the examples exercise each part.
+    event(f"valid calls: {min(len(one_shot.tool_calls), 2)}{'+' if len(one_shot.tool_calls) >= 2 else ''}")
+    event(f"error blocks: {'some' if one_shot.errors else 'none'}")
+    event(f"reasoning: {'yes' if one_shot.reasoning_content else 'no'}")
     parser, steps = stream(text, cuts, strings_tools, **kwargs)
     assert parser.finish() == one_shot
     assert accumulate([d for step in steps for d in step]) == expected_accumulation(one_shot)

@@ -6,19 +6,15 @@ the checks are the same for every format, and they are the seed harness's ``vali
 (``../shared/seeds/000_*.txt``, itself the Berkeley Function Calling Leaderboard's checks), in its
 order, with its messages, and with a machine-readable :data:`~toolgrammar.turn.ErrorKind` on top:
 
-========================  =================================================================  =========================
-check                     message (what goes back to the model as the call's result)         kind
-========================  =================================================================  =========================
-object with exactly the   ``error: a tool call must be a JSON object with exactly "name"      ``wrong-keys``
-keys name, arguments      and "arguments"``
-a known tool              ``error: unknown tool 'NAME'``                                     ``unknown-tool``
-arguments is an object    ``error: arguments must be a JSON object``                         ``arguments-not-object``
-required present, none    ``error: missing arguments [...], unknown arguments [...]``        ``missing-argument`` /
-unknown                                                                                      ``unknown-argument``
-strings mode: all         ``error: every argument must be a string``                         ``wrong-type``
-values strings
-schema mode: jsonschema   ``error: arguments do not match the schema of 'NAME': PATH: MSG``  ``schema-violation``
-========================  =================================================================  =========================
+1. an object with exactly the keys ``name`` and ``arguments``, else ``wrong-keys``:
+   ``error: a tool call must be a JSON object with exactly "name" and "arguments"``
+2. a known tool, else ``unknown-tool``: ``error: unknown tool 'NAME'``
+3. ``arguments`` an object, else ``arguments-not-object``: ``error: arguments must be a JSON object``
+4. required arguments present and none unknown, else ``missing-argument`` / ``unknown-argument``:
+   ``error: missing arguments [...], unknown arguments [...]``
+5. ``strings`` mode: every value a string, else ``wrong-type``: ``error: every argument must be a string``;
+   ``schema`` mode: valid against the tool's schema, else ``schema-violation``:
+   ``error: arguments do not match the schema of 'NAME': PATH: MESSAGE; ...``
 
 When a call both misses a required argument and has an unknown one, the message names both (as the
 seed's does) and the kind is ``missing-argument``: a missing argument is the one the tool cannot run
@@ -32,16 +28,12 @@ built per tool and cached.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from .turn import CallError, ToolCall
 
 if TYPE_CHECKING:
-    from .tools import Tool, ToolSet
-
-ArgumentMode = Literal["schema", "strings"]
-"""``schema``: arguments must validate against the tool's JSON Schema. ``strings``: the seed harness's
-rule, every argument a string (plus required present, none unknown, in both modes)."""
+    from .tools import ArgumentMode, Tool, ToolSet
 
 WRONG_KEYS_MESSAGE = 'error: a tool call must be a JSON object with exactly "name" and "arguments"'
 ARGUMENTS_NOT_OBJECT_MESSAGE = "error: arguments must be a JSON object"
@@ -127,4 +119,4 @@ def _validator(tool: Tool) -> Any:
     return validator
 
 
-__all__ = ["ArgumentMode", "check_arguments", "check_call", "schema_errors"]
+__all__ = ["check_arguments", "check_call", "schema_errors"]

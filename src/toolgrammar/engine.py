@@ -320,9 +320,12 @@ class TokenGrammar:
                 need = np.where(nxt >= 0, self.dist[np.maximum(nxt, 0)], INF).astype(np.int32)
                 self._needs[state] = need
             ok = need <= budget
-            # If nothing can finish in time (the budget was too small from the start), keep the
-            # grammar and drop the budget, rather than leave the sampler with no token at all.
-            m = _make_mask(ok, budget) if ok.any() else self._masks[state]
+            if not ok.any():
+                # Nothing can finish in time (the budget was too small from the start, e.g.
+                # tool_choice="required" with a handful of tokens): head for the exit as fast as
+                # possible rather than leave the sampler with no token at all.
+                ok = need == need.min()
+            m = _make_mask(ok, budget)
             self._budget_masks[key] = m
             if len(self._budget_masks) > 4096:
                 self._budget_masks.popitem(last=False)

@@ -143,6 +143,12 @@ class TurnStreamParser:
     parse: content and reasoning concatenated, tool calls in order (``tool_call`` deltas carry
     complete, valid calls only, so a cut-off call is never sent).
 
+    What waits: a call until its block closes; text that may be the start of a marker; trailing
+    whitespace (it may be the end of the turn). Unless ``reasoning_started`` is set, the text before
+    the first ``<tool_call>`` or ``<think>`` also waits until a ``</think>``, one of those, or the end
+    decides whether it was reasoning (a prompt that opened ``<think>`` leaves only the ``</think>``
+    in the turn); pass ``reasoning_started=True`` when the prompt opened it.
+
     Example::
 
         stream = TurnStreamParser(tools)

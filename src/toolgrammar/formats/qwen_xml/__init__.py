@@ -77,7 +77,9 @@ class QwenXmlFormat(ToolCallFormat):
 
         return parse_turn(text, tools, mode=mode, markers=self.markers)
 
-    def stream_state(self, tools: ToolSet, *, mode: str = "strict", reasoning_started: bool = False) -> QwenXmlStreamState:
+    def stream_state(
+        self, tools: ToolSet, *, mode: str = "strict", reasoning_started: bool = False
+    ) -> QwenXmlStreamState:
         """The incremental parser :class:`toolgrammar.parser.TurnStreamParser` drives."""
         from .parser import QwenXmlStreamState
 

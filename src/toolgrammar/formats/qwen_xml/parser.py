@@ -294,9 +294,7 @@ def scan_block(text: str, start: int, *, bare: bool, markers: Markers = DEFAULT_
         after = _skip_ws(text, pos)
         rest = text[after : after + len(closer)]
         if bare:
-            done = BlockScan(
-                "done", start, True, function_end, body_start, function_end, True, name, tuple(params)
-            )
+            done = BlockScan("done", start, True, function_end, body_start, function_end, True, name, tuple(params))
             if text.startswith(closer, after):
                 end = after + len(closer)
                 return BlockScan("done", start, True, end, body_start, function_end, True, name, tuple(params))
@@ -315,7 +313,7 @@ def scan_block(text: str, start: int, *, bare: bool, markers: Markers = DEFAULT_
             return BlockScan("text", start, True)
         close = text.find(closer, broken.pos)
         if close == -1:
-            return BlockScan("more", start, False, name=name, problem=broken.message, where="after malformed markup")
+            return BlockScan("more", start, False, name=name, problem=broken.message)
         return BlockScan(
             "done", start, False, close + len(closer), body_start, close, True, name, tuple(params), broken.message
         )
@@ -345,7 +343,7 @@ def check_scan(scan: BlockScan, tools: ToolSet, mode: str, markers: Markers = DE
     if not scan.closed:
         closer = FUNCTION_CLOSE if scan.bare else markers.block_close
         where = f" ({scan.where})" if scan.where else ""
-        detail = f"; the markup was already malformed: {scan.problem}" if scan.problem else ""
+        detail = f"; its markup was already malformed: {scan.problem}" if scan.problem else ""
         return CallError("truncated", f"error: tool call is truncated: the turn ended before {closer}{where}{detail}")
     if scan.problem is not None:
         return CallError("malformed-block", f"error: malformed tool call: {scan.problem}")
