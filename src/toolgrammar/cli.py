@@ -7,6 +7,7 @@ Each subcommand lives beside the code it drives and is registered here.
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import typer
@@ -21,37 +22,48 @@ app = typer.Typer(
 )
 
 
+@app.callback()
+def _root() -> None:
+    """Valid tool calls from open models (see README.md)."""
+
+
+_registered = False
+
+
 def _register() -> None:
     # Each command module adds its command to ``app``; imports stay light (no torch at import time).
-    from . import cli_parse  # noqa: F401
+    global _registered
+    if _registered:
+        return
+    from . import cli_grammar, cli_parse  # noqa: F401
 
-    for optional in ("cli_grammar", "cli_compare"):
-        try:
-            __import__(f"{__package__}.{optional}")
-        except ModuleNotFoundError as error:  # a command module not written yet
-            if error.name != f"{__package__}.{optional}":
-                raise
+    try:
+        importlib.import_module(f"{__package__}.cli_compare")
+    except ModuleNotFoundError as error:  # only while the compare command is not installed
+        if error.name != f"{__package__}.cli_compare":
+            raise
+
+    _registered = True
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit code (also usable from tests)."""
+    """Run the CLI and return its exit code (0 ok, 1 problems found, 2 bad input), also from tests."""
     _register()
     try:
-        app(args=argv, standalone_mode=False)
+        result = app(args=argv, standalone_mode=False, prog_name="toolgrammar")
     except SystemExit as exit_:
-        return int(exit_.code or 0)
-    except typer.Exit as exit_:
-        return exit_.exit_code
-    except Exception as error:  # click usage errors carry their own exit code
-        import click
-
-        if isinstance(error, click.exceptions.ClickException):
-            error.show()
-            return error.exit_code
-        if isinstance(error, click.exceptions.Abort):
+        return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 2)
+    except Exception as error:
+        # typer vendors click (typer._click) in recent releases; match either by name and shape.
+        show = getattr(error, "show", None)
+        code = getattr(error, "exit_code", None)
+        if callable(show) and isinstance(code, int):
+            show()
+            return code
+        if type(error).__name__ == "Abort":
             return 1
         raise
-    return 0
+    return result if isinstance(result, int) else 0
 
 
 if __name__ == "__main__":

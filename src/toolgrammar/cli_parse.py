@@ -67,14 +67,6 @@ ReasoningOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the parse as JSON instead of tables.")]
 
 
-if app.registered_callback is None:
-    # With a callback, typer keeps `parse` a subcommand (`toolgrammar parse FILE`) even while it is the
-    # app's only command; without one it would make `toolgrammar FILE` the command line.
-    @app.callback()
-    def _root() -> None:
-        pass
-
-
 @app.command("parse")
 def parse_command(
     file: FileArg,

@@ -75,8 +75,11 @@ Values (:func:`convert_value`), by the parameter's schema
     Integers and numbers are JSON numbers parsed by :mod:`json`, so they stay exact: ``1e20`` is the
     float ``1e+20`` and an integer beyond int64 is a Python ``int``, never a wrapped one; ``NaN`` and
     ``Infinity`` are not numbers. Objects and arrays are JSON. A value that does not convert stays
-    text and the schema check reports it (``schema-violation``). A parameter whose schema says
-    nothing about its type is text unless it is a JSON object or array.
+    text and the schema check reports it (``schema-violation``). When the schema allows several
+    readings (``["string", "null"]``, ``anyOf``), the first of null, text, boolean, number,
+    object/array that the schema accepts wins. A number that overflows to infinity (``1e400``) is
+    not read as a number. A parameter whose schema says nothing about its type is text unless it
+    is a JSON object or array.
 
 Streaming
     :class:`QwenXmlStreamState` is the one reader: :func:`parse_turn` feeds it the whole turn, and
@@ -89,6 +92,7 @@ Streaming
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -432,42 +436,99 @@ def _loads(text: str) -> Any:
     return json.loads(text, parse_constant=_reject_constant)
 
 
-def convert_value(raw: str, schema: Any) -> Any:
-    """A parameter's raw text as the value its schema asks for (see the module docstring).
+def value_candidates(raw: str, schema: Any) -> list[Any]:
+    """The readings of a parameter's text that its schema's types allow, most natural first.
 
-    Never raises: text that does not convert is returned as it is, for the schema check to report.
+    ``null`` (when the text is ``null``, or ``None`` and no string is allowed), the text itself
+    (when a string is allowed), a boolean (JSON or Python spelling), a finite JSON number, a JSON
+    object or array. A schema that does not constrain the type reads a JSON object or array as
+    one, anything else as text.
     """
     types = schema_types(schema)
     text = raw.strip()
     if types is None:
-        if text[:1] in ("{", "["):
-            try:
-                value = _loads(text)
-            except (ValueError, RecursionError):
-                return raw
-            if isinstance(value, dict | list):
-                return value
-        return raw
+        value = _json_container(text)
+        return [raw] if value is None else [value, raw]
+    out: list[Any] = []
     if "null" in types and (text == "null" or (text == "None" and "string" not in types)):
-        return None
+        out.append(None)
     if "string" in types:
-        return raw
+        out.append(raw)
     if "boolean" in types and text in _BOOLEANS:
-        return _BOOLEANS[text]
-    if types & {"integer", "number", "object", "array"}:
-        try:
-            value = _loads(text)
-        except (ValueError, RecursionError):
-            return raw
-        if isinstance(value, bool) or value is None:
-            return raw
-        if isinstance(value, int | float) and types & {"integer", "number"}:
-            return value
-        if isinstance(value, dict) and "object" in types:
-            return value
-        if isinstance(value, list) and "array" in types:
-            return value
-    return raw
+        out.append(_BOOLEANS[text])
+    if types & {"integer", "number"}:
+        number = _json_number(text)
+        if number is not None:
+            out.append(number)
+    if types & {"object", "array"}:
+        value = _json_container(text)
+        if (isinstance(value, dict) and "object" in types) or (isinstance(value, list) and "array" in types):
+            out.append(value)
+    return out
+
+
+def _json_number(text: str) -> int | float | None:
+    try:
+        value = _loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # "1e400" overflows to inf, which no JSON text can carry back out
+    return value
+
+
+def _json_container(text: str) -> dict[str, Any] | list[Any] | None:
+    if text[:1] not in ("{", "["):
+        return None
+    try:
+        value = _loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict | list) and _finite(value) else None
+
+
+def _finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_finite(v) for v in value)
+    return True
+
+
+def convert_value(raw: str, schema: Any) -> Any:
+    """A parameter's raw text as the value its schema asks for (see the module docstring).
+
+    The first of :func:`value_candidates` that is valid against ``schema`` (``jsonschema``, only
+    consulted when there are two readings or more: ``["string", "null"]``, ``anyOf``...). Never
+    raises: text that does not convert is returned as it is, for the schema check to report.
+    """
+    candidates = value_candidates(raw, schema)
+    if not candidates:
+        return raw
+    if len(candidates) == 1 or not isinstance(schema, dict):
+        return candidates[0]
+    validator = _validator(schema)
+    return next((c for c in candidates if validator.is_valid(c)), candidates[0])
+
+
+_VALIDATORS: dict[int, tuple[Any, Any]] = {}
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    entry = _VALIDATORS.get(id(schema))
+    if entry is not None and entry[0] is schema:
+        return entry[1]
+    from jsonschema import Draft202012Validator  # lazy: only ambiguous readings need it
+
+    validator = Draft202012Validator(schema)
+    if len(_VALIDATORS) > 4096:
+        _VALIDATORS.clear()
+    _VALIDATORS[id(schema)] = (schema, validator)
+    return validator
 
 
 # --------------------------------------------------------------------------- the reader (stream and one-shot)
@@ -726,4 +787,5 @@ __all__ = [
     "parse_turn",
     "scan_block",
     "schema_types",
+    "value_candidates",
 ]

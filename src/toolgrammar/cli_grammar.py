@@ -1,0 +1,75 @@
+"""``toolgrammar grammar``: compile a tool list and show or export the grammar of the turn."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+from .cli import app
+from .errors import ToolgrammarError
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise SystemExit(2)
+
+
+@app.command("grammar")
+def grammar_command(
+    tools: Annotated[Path, typer.Option("--tools", help="JSON file with the tool list (OpenAI format).")],
+    mode: Annotated[str, typer.Option(help="Argument rule: 'schema' or 'strings'.")] = "schema",
+    format: Annotated[str, typer.Option("--format", help="Tool-call format: 'hermes' or 'qwen-xml'.")] = "hermes",
+    tool_choice: Annotated[str, typer.Option(help="'auto', 'required', 'none' or a tool name.")] = "auto",
+    reasoning: Annotated[str, typer.Option(help="'enabled', 'disabled' or 'prefilled'.")] = "enabled",
+    whitespace: Annotated[str, typer.Option(help="'canonical' or 'flexible'.")] = "canonical",
+    parallel_tool_calls: Annotated[bool, typer.Option(help="Allow several blocks.")] = True,
+    escape_markers: Annotated[bool, typer.Option(help="Forbid the raw closing marker in string values.")] = False,
+    export: Annotated[
+        str | None,
+        typer.Option(help="Print the grammar: 'regex' (the whole turn), 'block-regex' (one block) or 'json' (stats)."),
+    ] = None,
+) -> None:
+    """Compile TOOLS into the grammar of an assistant turn; print its size, or export it for other engines."""
+    from .grammar import compile_turn
+
+    if not tools.is_file():
+        _fail(f"no such tools file: {tools}")
+    start = time.perf_counter()
+    try:
+        grammar = compile_turn(
+            str(tools),
+            mode=mode,
+            format=format,
+            tool_choice=tool_choice,
+            reasoning=reasoning,
+            whitespace=whitespace,
+            parallel_tool_calls=parallel_tool_calls,
+            escape_markers=escape_markers,
+        )
+    except ToolgrammarError as error:
+        _fail(str(error))
+    elapsed_ms = (time.perf_counter() - start) * 1000
+    stats = {
+        "tools": list(grammar.tools.names),
+        "options": json.loads(grammar.options.key),
+        "dfa_states": grammar.dfa.n_states,
+        "nfa_states": grammar.dfa.stats.get("nfa_states"),
+        "compile_ms": round(elapsed_ms, 1),
+        "fingerprint": grammar.fingerprint,
+    }
+    if export == "regex":
+        typer.echo(grammar.to_regex())
+    elif export == "block-regex":
+        typer.echo(grammar.block_regex())
+    elif export == "json":
+        typer.echo(json.dumps(stats, indent=2))
+    elif export is None:
+        n_tools, n_states = len(stats["tools"]), stats["dfa_states"]
+        typer.echo(f"{n_tools} tools, {n_states} automaton states, compiled in {elapsed_ms:.1f} ms")
+        typer.echo(f"options: {grammar.options.key}")
+    else:
+        _fail(f"unknown --export {export!r}; choose regex, block-regex or json")
