@@ -413,7 +413,9 @@ def _left_padded(rows: list[list[int]], pad: int) -> torch.Tensor:
     return torch.tensor([[pad] * (width - len(r)) + r for r in rows])
 
 
-def floors(ctx: BenchContext, reps: int, bitmasks: dict[str, torch.Tensor]) -> dict[str, dict[str, Stats]]:
+def floors(
+    ctx: BenchContext, reps: int, bitmasks: dict[str, torch.Tensor], *, compiled_apply: bool = False
+) -> dict[str, dict[str, Stats]]:
     """The cost of touching the scores once, on a fresh tensor and (for reference) a cache-hot one."""
     cols = ctx.columns
     row = torch.zeros(1, cols)
@@ -435,6 +437,17 @@ def floors(ctx: BenchContext, reps: int, bitmasks: dict[str, torch.Tensor]) -> d
     # xgrammar's CPU kernel costs about 5 ns per *masked* token: cheap inside a string, dear on structure.
     for label, bm in bitmasks.items():
         ops[f"apply_token_bitmask_inplace, {label}"] = (lambda s, bm=bm: apply_bitmask(s, bm), 1)
+    if compiled_apply:
+        # llguidance's own kernel: torch.compile'd (an inductor C++ build, ~30 s on the first run of a machine,
+        # cached under /tmp/torchinductor_* after); its cost does not depend on the mask.
+        import llguidance.torch as llt
+
+        for label, bm in bitmasks.items():
+            llt.apply_token_bitmask_inplace(fresh_scores(), bm)
+            ops[f"llguidance apply_token_bitmask_inplace (torch.compile), {label}"] = (
+                lambda s, bm=bm: llt.apply_token_bitmask_inplace(s, bm),
+                1,
+            )
     for label, bm in list(bitmasks.items())[-1:]:
         bm64 = bm.expand(64, -1).contiguous()
         ops[f"batch 64: apply_token_bitmask_inplace, {label}"] = (lambda s, bm64=bm64: apply_bitmask(s, bm64), 64)
@@ -537,6 +550,11 @@ def main(argv: list[str] | None = None) -> int:
         help="torch intra-op threads (default 1: a pass over one 152k-float row gains nothing from a second "
         "thread, and on a busy 2-core machine waiting for it turns 50 µs into milliseconds)",
     )
+    p.add_argument(
+        "--compiled-apply",
+        action="store_true",
+        help="also time llguidance's torch.compile'd apply kernel (its first build takes ~30 s)",
+    )
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     reps = 3 if args.quick else args.reps
@@ -569,7 +587,7 @@ def main(argv: list[str] | None = None) -> int:
         if not bitmasks and isinstance(runner, XgrammarRunner):
             bitmasks = real_masks(runner, walks[0])
     print("... floors", file=sys.stderr, flush=True)
-    fl = floors(ctx, floor_reps, bitmasks)
+    fl = floors(ctx, floor_reps, bitmasks, compiled_apply=args.compiled_apply)
     cmd = "python bench/anchors.py " + " ".join(argv if argv is not None else sys.argv[1:])
     md = report(info, walks, rows, fl, cmd.strip())
     md += f"\n\nTotal run: {time.perf_counter() - started:.0f} s."

@@ -85,7 +85,7 @@ def test_random_walks_are_sound_and_terminate(vocab, toolset, options):
         assert len(walk.tokens) <= budget
         assert not walk.in_block_at_end, f"walk {i} (budget {budget}) ended inside a block"
         text = decode(vocab, walk.tokens)
-        parsed = parse_turn(("<think>\n" if prefilled else "") + text, tools, mode="strict")
+        parsed = parse_turn(text, tools, mode="strict", tool_mode=mode, reasoning_started=prefilled)
         assert parsed.errors == (), f"walk {i}: {text!r} -> {[e.message for e in parsed.errors]}"
         for call in parsed.tool_calls:
             if mode == "strings":

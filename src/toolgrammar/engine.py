@@ -32,7 +32,6 @@ Import boundary: numpy only (no torch, no transformers).
 from __future__ import annotations
 
 import hashlib
-import itertools
 import os
 import threading
 from collections import OrderedDict
@@ -235,18 +234,15 @@ class TokenGrammar:
         table = self.table
         t = self.transitions
         tokens: set[int] = set(table.single_symbol_tokens.values())
-        encode = getattr(self.vocab, "encode_greedy", None)
-        for text in self.grammar.literals:
-            for i in range(1, len(text) + 1):
-                tid = self.vocab.token_id(text[:i])
-                if tid is not None:
-                    tokens.add(tid)
-            if encode is not None:
-                tokens.update(encode(text))
-            for piece in _literal_pieces(text):
-                tid = self.vocab.token_id(piece)
-                if tid is not None:
-                    tokens.add(tid)
+        # Every token spelling a piece of a literal of the grammar (markers, names, keys, JSON
+        # punctuation): the bound then follows the paths a tokenizer really takes through literals.
+        for text in (*self.grammar.literals, *_JSON_PUNCTUATION):
+            data = text.encode("utf-8")
+            for i in range(len(data)):
+                for j in range(i + 1, min(len(data), i + 32) + 1):
+                    tid = self.vocab.token_id(data[i:j])
+                    if tid is not None and tid not in self.vocab.special_ids:
+                        tokens.add(tid)
         states = np.arange(self.n_states, dtype=np.int32)
         src_list, dst_list = [], []
         for tok in sorted(tokens):
@@ -382,17 +378,10 @@ def _make_mask(ok: np.ndarray, max_need: int) -> StateMask:
     return StateMask(False, None, np.flatnonzero(ok).astype(np.int64), n_allowed, max_need)
 
 
-def _literal_pieces(text: str) -> list[str]:
-    """Split a literal at punctuation boundaries: pieces a BPE tokenizer is likely to hold as one token."""
-    out, cur = [], ""
-    for ch in text:
-        if cur and (ch.isalnum() or ch == "_") != (cur[-1].isalnum() or cur[-1] == "_"):
-            out.append(cur)
-            cur = ""
-        cur += ch
-    if cur:
-        out.append(cur)
-    return out + [" " + p for p in out] + [a + b for a, b in itertools.pairwise(out)]
+_JSON_PUNCTUATION = (
+    '{"a": "", "b": 0, "c": [], "d": {}, "e": ["", 0, {}], "f": true, "g": false, "h": null, "i": -1.5e+2}',
+    '"}}\n', '"]}}\n', "]}}\n", "}}}\n", '""}}\n', '"}, "', '"], "', "}, {", "\n</tool_call>",
+)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -153,7 +153,9 @@ class Sandbox:
             raise PathRefused("error: path contains a NUL character")
         text = path.strip().replace("\\", "/")
         if text.startswith(("/", "~")) or re.match(r"^[A-Za-z]:", text):
-            raise PathRefused(f"error: absolute paths are not allowed ({path!r}); use a path relative to the repository root")
+            raise PathRefused(
+                f"error: absolute paths are not allowed ({path!r}); use a path relative to the repository root"
+            )
         parts = [p for p in text.split("/") if p not in ("", ".")]
         if ".." in parts:
             raise PathRefused(f"error: path {path!r} leaves the repository ('..' is not allowed)")

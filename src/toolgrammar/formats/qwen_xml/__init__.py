@@ -60,6 +60,14 @@ class QwenXmlFormat(ToolCallFormat):
 
     name: ClassVar[str] = "qwen-xml"
     markers: ClassVar[Markers] = Markers()
+    think_avoid: ClassVar[tuple[str, ...]] = ("</think>", "<tool_call>")
+    """What reasoning text may not contain: this parser ends the reasoning at either (a ``<tool_call>``
+    inside an unclosed ``<think>`` is a call, as in llama.cpp and vLLM)."""
+    free_text_avoid: ClassVar[tuple[str, ...]] = ("<tool_call>", "\n<function=")
+    """What content may not contain: this parser opens a block at either (a line that starts with
+    ``<function=`` is a call whose ``<tool_call>`` was forgotten)."""
+    free_text_not_prefixed: ClassVar[str] = "<function="
+    """What a run of content may not start with (after ``</think>``, after a block): a bare block."""
 
     def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
         from .grammar import block_grammar

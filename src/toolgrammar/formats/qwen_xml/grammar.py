@@ -1,0 +1,193 @@
+"""Grammar pieces of the ``qwen-xml`` format: one block, exactly as the chat template writes it.
+
+::
+
+    <tool_call>\\n<function=NAME>\\n
+    <parameter=KEY>\\nVALUE\\n</parameter>\\n      one per argument: declared order, required ones
+    ...                                         present, optional ones skippable
+    </function>\\n</tool_call>
+
+``VALUE`` by the parameter's schema, always something :func:`.parser.convert_value` reads back as a
+schema-valid value:
+
+- ``string``: raw text, any characters, such that ``"\\n" + VALUE`` contains none of
+  :data:`.parser.VALUE_FORBIDDEN` (so the parser's value end is exactly the ``\\n</parameter>``
+  that follows). Markers elsewhere in the text are fine: ``</tool_call>``, ``<tool_call>``, an
+  inline ``</parameter>`` all survive.
+- ``integer``: a JSON integer (any length: the parser keeps it exact). ``number``: a JSON integer,
+  or a JSON number with a fraction or exponent whose magnitude stays finite (:func:`finite_number`:
+  exponents up to +299).
+- ``boolean``: ``true``/``false``, and the ``True``/``False`` the Qwen3-Coder-30B and Qwen3.5
+  templates write. ``null``: ``null``, and the templates' ``None``.
+- ``object`` / ``array``: canonical JSON from :mod:`toolgrammar.json_grammar` (its strings also
+  avoid the forbidden strings; JSON text holds no raw newline, so the rest cannot occur).
+- ``enum`` / ``const``: each value as the template writes it (a string raw, the rest as JSON);
+  ``anyOf`` and type lists: the union of the branches.
+
+``escape_markers=True`` additionally keeps every tag of the format (:data:`MARKUP`) out of string
+values, for downstream parsers that split on them with regular expressions.
+
+The turn around the blocks is :mod:`toolgrammar.grammar`'s; this format's parser needs two more
+things from it, named here: reasoning ends at the first ``<tool_call>`` too
+(``QwenXmlFormat.think_avoid``), and a line of free text that starts with ``<function=`` is read as
+a block whose opener was forgotten (``QwenXmlFormat.free_text_avoid`` and
+``free_text_not_prefixed``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from ...automaton import Members, Node, alt, avoiding, chars, lit, opt, repeat, seq, star, utf8_char
+from ...errors import GrammarError
+from ...json_grammar import SchemaContext, json_integer, schema_node
+from .parser import FUNCTION_CLOSE, FUNCTION_OPEN, PARAMETER_CLOSE, PARAMETER_OPEN, VALUE_FORBIDDEN, convert_value
+
+if TYPE_CHECKING:
+    from ...grammar import GrammarOptions
+    from ...tools import ToolSet
+    from ..base import Markers
+
+MAX_FLOAT_INT_DIGITS = 200
+"""Most integer digits of a number written with a fraction or exponent: with an exponent of at most
+two digits that stays below 1e300, so ``float()`` never overflows to infinity (which no JSON text
+carries). Integers without fraction or exponent are unbounded: they are read as exact ints."""
+
+MAX_SHORT_INT_DIGITS = 8
+"""Most integer digits of a number with a positive three-digit exponent (100 to 299): below 1e308."""
+
+MARKUP: tuple[str, ...] = (
+    "<tool_call>",
+    "</tool_call>",
+    FUNCTION_OPEN,
+    FUNCTION_CLOSE,
+    PARAMETER_OPEN,
+    PARAMETER_CLOSE,
+)
+"""The format's tags, kept out of string values with ``escape_markers=True``."""
+
+
+_JSON_STRING_AVOID = tuple(w for w in VALUE_FORBIDDEN if not w.startswith("\n"))
+"""The forbidden strings a JSON value can contain at all (inside its strings: they hold no raw newline)."""
+
+
+def block_grammar(tools: ToolSet, options: GrammarOptions, markers: Markers) -> Node:
+    """One block for any of ``tools`` (or only ``options.tool_choice`` when it names a tool)."""
+    string_avoid = VALUE_FORBIDDEN + (MARKUP if options.escape_markers else ())
+    ctx = SchemaContext(
+        ws=options.json_whitespace(),
+        string_avoid=_JSON_STRING_AVOID + (MARKUP if options.escape_markers else ()),
+    )
+    calls = []
+    for tool in options.selected_tools(tools):
+        ctx_tool = SchemaContext(ws=ctx.ws, string_avoid=ctx.string_avoid, tool=tool.name)
+        props: dict[str, Any] = tool.parameters.get("properties", {})
+        required = set(tool.parameters.get("required", ()))
+        members = []
+        for key, schema in props.items():
+            value = value_node(schema, ctx_tool, string_avoid, f"/properties/{key}")
+            members.append((seq(lit(f"{PARAMETER_OPEN}{key}>"), value, lit(f"\n{PARAMETER_CLOSE}\n")), key in required))
+        body = Members(tuple(members), lit("")) if members else lit("")
+        calls.append(seq(lit(f"{FUNCTION_OPEN}{tool.name}>\n"), body))
+    if not calls:
+        raise GrammarError("the qwen-xml block grammar needs at least one tool")
+    return seq(lit(markers.block_open + "\n"), alt(*calls), lit(f"{FUNCTION_CLOSE}\n{markers.block_close}"))
+
+
+def text_value(avoid: tuple[str, ...]) -> Node:
+    """``"\\n"`` + raw text such that the two together contain none of ``avoid``."""
+    return avoiding(seq(lit("\n"), star(utf8_char())), *avoid)
+
+
+def finite_number() -> Node:
+    """A JSON number that ``float()`` reads as a finite value.
+
+    Integers (no fraction, no exponent) are unbounded: they are read as exact ints. With a fraction
+    or an exponent: up to :data:`MAX_FLOAT_INT_DIGITS` integer digits with a negative exponent or a
+    positive one of at most two digits, or up to :data:`MAX_SHORT_INT_DIGITS` integer digits with a
+    positive exponent of 100 to 299 (``json.dumps(1e200)`` is ``1e+200``). Everything stays below
+    1e308, so no reading overflows to infinity, which no JSON text can carry.
+    """
+    digit = chars("0123456789", "[0-9]")
+    nonzero = chars("123456789", "[1-9]")
+    sign = opt(lit("-"))
+
+    def int_part(max_digits: int) -> Node:
+        return alt(lit("0"), seq(nonzero, repeat(digit, 0, max_digits - 1)))
+
+    frac = seq(lit("."), repeat(digit, 1, None))
+    e = chars("eE", "[eE]")
+    small_exp = alt(seq(e, lit("-"), repeat(digit, 1, None)), seq(e, opt(lit("+")), repeat(digit, 1, 2)))
+    big_exp = seq(e, opt(lit("+")), chars("12", "[12]"), digit, digit)
+    long_form = seq(sign, int_part(MAX_FLOAT_INT_DIGITS), alt(seq(frac, opt(small_exp)), small_exp))
+    short_form = seq(sign, int_part(MAX_SHORT_INT_DIGITS), opt(frac), big_exp)
+    return alt(json_integer(), long_form, short_form)
+
+
+def value_node(schema: dict[str, Any], ctx: SchemaContext, string_avoid: tuple[str, ...], pointer: str) -> Node:
+    """``"\\n"`` + VALUE for one parameter (see the module docstring)."""
+    if not schema:
+        return text_value(string_avoid)
+    if "const" in schema or "enum" in schema:
+        values = [schema["const"]] if "const" in schema else list(schema["enum"])
+        return alt(*(_literal(v, schema, ctx, string_avoid, pointer) for v in values))
+    if "anyOf" in schema:
+        base = {k: v for k, v in schema.items() if k != "anyOf"}
+        return alt(
+            *(
+                value_node({**base, **sub}, ctx, string_avoid, f"{pointer}/anyOf/{i}")
+                for i, sub in enumerate(schema["anyOf"])
+            )
+        )
+    types = schema.get("type")
+    if types is None:
+        return text_value(string_avoid)
+    nodes = [_typed(schema, t, ctx, string_avoid, pointer) for t in ([types] if isinstance(types, str) else types)]
+    return alt(*nodes)
+
+
+def _typed(schema: dict[str, Any], type_: str, ctx: SchemaContext, string_avoid: tuple[str, ...], pointer: str) -> Node:
+    if type_ == "string":
+        return text_value(string_avoid)
+    if type_ == "integer":
+        return seq(lit("\n"), json_integer())
+    if type_ == "number":
+        return seq(lit("\n"), finite_number())
+    if type_ == "boolean":
+        return seq(lit("\n"), alt(lit("true"), lit("false"), lit("True"), lit("False")))
+    if type_ == "null":
+        return seq(lit("\n"), alt(lit("null"), lit("None")))
+    if type_ in ("object", "array"):
+        return seq(lit("\n"), schema_node({**schema, "type": type_}, ctx, pointer))
+    raise GrammarError(f"tool {ctx.tool!r}: unknown type {type_!r} at {pointer}")
+
+
+def _literal(
+    value: Any, schema: dict[str, Any], ctx: SchemaContext, string_avoid: tuple[str, ...], pointer: str
+) -> Node:
+    """One enum/const value as the template writes it; refused when it would not read back as itself."""
+    from . import render_value
+
+    text = render_value(value)
+    back = convert_value(text, schema)
+    same = json.dumps(back, sort_keys=True) == json.dumps(value, sort_keys=True) and type(back) is type(value)
+    carried = not any(w in "\n" + text for w in string_avoid)
+    if not (same and carried):
+        why = f"it reads back as {back!r}" if not same else "its text would end the value early (or holds a tag)"
+        raise GrammarError(
+            f"tool {ctx.tool!r}, at {pointer}: the enum/const value {value!r} cannot be written as a qwen-xml "
+            f"parameter: {why}"
+        )
+    return lit("\n" + text)
+
+
+__all__ = [
+    "MARKUP",
+    "MAX_FLOAT_INT_DIGITS",
+    "MAX_SHORT_INT_DIGITS",
+    "block_grammar",
+    "finite_number",
+    "text_value",
+    "value_node",
+]
