@@ -32,15 +32,14 @@ Import boundary: numpy only (no torch, no transformers).
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import cache as disk_cache
 from .automaton import DEAD, EOS, N_SYMBOLS, SPECIAL
 from .errors import TokenizerError
 
@@ -220,7 +219,13 @@ class TokenGrammar:
         self.self_loop = dfa.transitions == np.arange(dfa.n_states, dtype=np.int32)[:, None]
         self.eos_allowed = dfa.transitions[:, EOS] >= 0
         self.safe = dfa.safe | self.eos_allowed | dfa.accepting
-        self.dist = self._distances()
+        self.key = hashlib.sha256((grammar.fingerprint + vocab.fingerprint).encode()).hexdigest()
+        cached = disk_cache.load("token-grammars", self.key)
+        if cached is not None and cached["dist"].shape == (self.n_states,):
+            self.dist = cached["dist"]
+        else:
+            self.dist = self._distances()
+            disk_cache.save("token-grammars", self.key, {"dist": self.dist})
         self._masks: dict[int, StateMask] = {}
         self._needs: dict[int, np.ndarray] = {}
         self._budget_masks: OrderedDict[tuple[int, int], StateMask] = OrderedDict()
@@ -395,7 +400,7 @@ MAX_CACHED_GRAMMARS = 32
 
 def token_grammar(grammar: TurnGrammar, vocab: Vocabulary) -> TokenGrammar:
     """The token grammar for ``grammar`` over ``vocab``, shared process-wide (LRU of 32)."""
-    key = hashlib.sha256((grammar.fingerprint + vocab.fingerprint).encode()).hexdigest()
+    key = grammar.fingerprint + vocab.fingerprint
     with _grammars_lock:
         tg = _grammars.get(key)
         if tg is not None:
@@ -407,10 +412,6 @@ def token_grammar(grammar: TurnGrammar, vocab: Vocabulary) -> TokenGrammar:
         while len(_grammars) > MAX_CACHED_GRAMMARS:
             _grammars.popitem(last=False)
     return tg
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("TOOLGRAMMAR_CACHE", Path.home() / ".cache" / "toolgrammar"))
 
 
 # ----------------------------------------------------------------------------------------------

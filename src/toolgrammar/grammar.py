@@ -27,6 +27,9 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Literal
 
+import numpy as np
+
+from . import cache as disk_cache
 from .automaton import (
     ANY_TEXT_SYMBOL,
     DFA,
@@ -132,23 +135,25 @@ class TurnGrammar:
 
     tools: ToolSet
     options: GrammarOptions
-    node: Node
     dfa: DFA
     literals: tuple[str, ...] = field(default=())
-    """Literal strings of the grammar (markers, names, keys): the engine tokenizes them to learn
-    short token paths for its budget bound."""
+    """Literal strings of the grammar (markers, names, keys): the engine learns from the tokens that
+    spell them how few tokens a path through the grammar really takes (its budget bound)."""
+    from_cache: bool = False
+    """Whether the automaton was read from the on-disk cache rather than compiled."""
 
     @property
     def format(self) -> ToolCallFormat:
         return get_format(self.options.format)
 
     @cached_property
+    def node(self) -> Node:
+        """The expression tree (rebuilt on demand when the automaton came from the cache)."""
+        return turn_node(self.tools, self.options, self.format)
+
+    @cached_property
     def fingerprint(self) -> str:
-        h = hashlib.sha256()
-        h.update(self.tools.fingerprint.encode())
-        h.update(self.options.key.encode())
-        h.update(_GRAMMAR_VERSION.encode())
-        return h.hexdigest()
+        return grammar_key(self.tools, self.options)
 
     def to_regex(self) -> str:
         """The turn as a Python regular expression over its text (``$`` marks the end of the turn)."""
@@ -159,19 +164,48 @@ class TurnGrammar:
         return to_regex(self.format.block_grammar(self.tools, self.options))
 
 
-_GRAMMAR_VERSION = "1"
+GRAMMAR_VERSION = "2"
+"""Bumped whenever a change to the compiler changes what a grammar accepts (it keys the disk cache)."""
 
 
-def compile_turn(tools: object, *, mode: str = "schema", **options: object) -> TurnGrammar:
-    """Compile a tool list (anything :func:`~toolgrammar.tools.load_tools` takes) into a turn grammar."""
+def grammar_key(tools: ToolSet, options: GrammarOptions) -> str:
+    h = hashlib.sha256()
+    for part in (GRAMMAR_VERSION, tools.fingerprint, options.key):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def compile_turn(tools: object, *, mode: str = "schema", cache: bool = True, **options: object) -> TurnGrammar:
+    """Compile a tool list (anything :func:`~toolgrammar.tools.load_tools` takes) into a turn grammar.
+
+    The automaton is read from the on-disk cache when the same tools and options were compiled
+    before (see :mod:`toolgrammar.cache`; ``cache=False`` skips it).
+    """
     opts = options_from_kwargs(**options)
     toolset = tools if isinstance(tools, ToolSet) else load_tools(tools, mode=mode)  # type: ignore[arg-type]
     fmt = get_format(opts.format)
     fmt.check_tools(toolset)
+    key = grammar_key(toolset, opts)
+    literals = _literals(toolset, opts, fmt)
+    entry = disk_cache.load("grammars", key) if cache else None
+    if entry is not None:
+        dfa = DFA(
+            transitions=entry["transitions"],
+            start=int(entry["start"]),
+            accepting=entry["accepting"],
+            safe=entry["safe"],
+            stats={"dfa_states": int(entry["transitions"].shape[0])},
+        )
+        return TurnGrammar(tools=toolset, options=opts, dfa=dfa, literals=literals, from_cache=True)
     node = turn_node(toolset, opts, fmt)
     dfa = compile_dfa(node)
-    literals = _literals(toolset, opts, fmt)
-    return TurnGrammar(tools=toolset, options=opts, node=node, dfa=dfa, literals=literals)
+    grammar = TurnGrammar(tools=toolset, options=opts, dfa=dfa, literals=literals)
+    grammar.__dict__["node"] = node  # already built: keep it
+    if cache:
+        arrays = {"transitions": dfa.transitions, "accepting": dfa.accepting, "safe": dfa.safe}
+        disk_cache.save("grammars", key, {**arrays, "start": np.int64(dfa.start)})
+    return grammar
 
 
 def turn_node(tools: ToolSet, options: GrammarOptions, fmt: ToolCallFormat) -> Node:

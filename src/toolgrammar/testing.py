@@ -41,7 +41,7 @@ def check_grammar(grammar: TurnGrammar, passing: Iterable[str], failing: Iterabl
     wrong = [f"should accept: {t!r}" for t in passing if not accepts(grammar, t)]
     wrong += [f"should reject: {t!r}" for t in failing if accepts(grammar, t)]
     if wrong:
-        raise AssertionError("grammar misjudged %d text(s):\n  " % len(wrong) + "\n  ".join(wrong))
+        raise AssertionError(f"grammar misjudged {len(wrong)} text(s):\n  " + "\n  ".join(wrong))
 
 
 def allowed_ids(mask: StateMask | None, n_tokens: int) -> np.ndarray:

@@ -39,6 +39,7 @@ import math
 import os
 import re
 import unicodedata
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -48,6 +49,7 @@ from urllib.parse import unquote
 
 import jsonschema
 import jsonschema.exceptions
+import numpy as np
 
 from toolgrammar.errors import ToolSchemaError
 
@@ -330,6 +332,54 @@ def load_tools(
             f"tool source is a {type(source).__name__}; pass a path, a list of entries, a mapping or a ToolSet"
         )
 
+    # Validation is the slow part (jsonschema meta-checks every schema: ~3 ms a tool), and
+    # processors are built again and again for the same tools: remember recent results.
+    try:
+        memo_key: str | None = mode + "\0" + json.dumps(entries, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError):
+        memo_key = None  # not plain JSON data: the checks below will say what is wrong
+    if memo_key is None:
+        return _load_entries(entries, mode)
+    if memo_key in _recent:
+        _recent.move_to_end(memo_key)
+        return _recent[memo_key]
+    disk_key = hashlib.sha256((_FINGERPRINT_VERSION + "\0" + memo_key).encode()).hexdigest()
+    toolset = _from_disk(disk_key, mode)
+    if toolset is None:
+        toolset = _load_entries(entries, mode)
+        _to_disk(disk_key, toolset)
+    _recent[memo_key] = toolset
+    if len(_recent) > 64:
+        _recent.popitem(last=False)
+    return toolset
+
+
+def _to_disk(key: str, toolset: ToolSet) -> None:
+    from . import cache
+
+    data = [[t.name, t.description, t.parameters, t.source] for t in toolset.tools]
+    text = json.dumps(data, ensure_ascii=False).encode("utf-8")
+    cache.save("tools", key, {"json": np.frombuffer(text, dtype=np.uint8)})
+
+
+def _from_disk(key: str, mode: ArgumentMode) -> ToolSet | None:
+    """A tool list validated by an earlier process (keyed by the exact input text), read back as is."""
+    from . import cache
+
+    entry = cache.load("tools", key)
+    if entry is None:
+        return None
+    try:
+        data = json.loads(entry["json"].tobytes().decode("utf-8"))
+        return ToolSet(tuple(Tool(n, d, p, src) for n, d, p, src in data), mode)
+    except (ValueError, TypeError, ToolSchemaError):
+        return None
+
+
+_recent: OrderedDict[str, ToolSet] = OrderedDict()
+
+
+def _load_entries(entries: Sequence[Any], mode: ArgumentMode) -> ToolSet:
     tools: list[Tool] = []
     first_index: dict[str, int] = {}
     for index, entry in enumerate(entries):

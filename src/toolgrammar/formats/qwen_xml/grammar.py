@@ -37,9 +37,10 @@ a block whose opener was forgotten (``QwenXmlFormat.free_text_avoid`` and
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
-from ...automaton import Members, Node, alt, avoiding, chars, lit, opt, repeat, seq, star, utf8_char
+from ...automaton import Members, Node, alt, avoiding, chars, group, lit, opt, repeat, seq, star, utf8_char
 from ...errors import GrammarError
 from ...json_grammar import SchemaContext, json_integer, schema_node
 from .parser import FUNCTION_CLOSE, FUNCTION_OPEN, PARAMETER_CLOSE, PARAMETER_OPEN, VALUE_FORBIDDEN, convert_value
@@ -96,8 +97,15 @@ def block_grammar(tools: ToolSet, options: GrammarOptions, markers: Markers) -> 
 
 
 def text_value(avoid: tuple[str, ...]) -> Node:
-    """``"\\n"`` + raw text such that the two together contain none of ``avoid``."""
-    return avoiding(seq(lit("\n"), star(utf8_char())), *avoid)
+    """``"\\n"`` + raw text such that the two together contain none of ``avoid``.
+
+    Its regex (:func:`~toolgrammar.automaton.to_regex`) is a tempered token that tests every start
+    position, the leading newline's included; the lookahead may see past the value, which changes
+    nothing here because no forbidden string can straddle a value and the ``\\n</parameter>`` after it.
+    """
+    guard = "|".join(re.escape(w) for w in avoid)
+    regex = rf"(?!{guard})\n(?:(?!{guard})[\s\S])*"
+    return group(avoiding(seq(lit("\n"), star(utf8_char())), *avoid), regex=regex)
 
 
 def finite_number() -> Node:
