@@ -316,7 +316,9 @@ def random_block(dfa: DFA, dist: np.ndarray, rng: np.random.Generator, *, greed:
     while not dfa.accepting[state]:
         row = dfa.transitions[state, :256]
         allowed = np.flatnonzero(row >= 0)
-        if len(out) > max_len or rng.random() < greed:
+        # Structural choices (few bytes allowed: which parameter next, which literal) are uniform;
+        # inside free values the walk heads for the end with probability ``greed``, always past max_len.
+        if len(out) > max_len or (len(allowed) > 4 and rng.random() < greed):
             allowed = allowed[dist[row[allowed]] < dist[state]]
         b = int(allowed[rng.integers(len(allowed))])
         out.append(b)
@@ -335,20 +337,36 @@ WALKS = [
 
 @pytest.mark.parametrize(("name", "mode", "options"), WALKS, ids=[f"{n}-{m}-{o}" for n, m, o in WALKS])
 def test_random_walks_parse_as_valid_calls(name: str, mode: str, options: dict[str, Any]) -> None:
+    """Walks through each tool's block (one tool at a time, so short tools do not crowd out long ones)."""
     tools = toolset(name, mode)
     originals = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLSETS[name]()}
-    dfa = block_dfa(name, mode, **options)
-    dist = distances(dfa)
     rng = np.random.default_rng(20261130)
-    for i in range(150):
-        text = random_block(dfa, dist, rng, greed=0.35 + 0.3 * (i % 3), max_len=300).decode("utf-8")
-        turn = parse_turn(text, tools, format="qwen-xml")
-        assert turn.ok and len(turn.tool_calls) == 1 and turn.content is None, (text, turn.errors)
-        call = turn.tool_calls[0]
-        arguments = json.loads(call.arguments_json(), parse_constant=lambda c: pytest.fail(f"{c} in {text!r}"))
-        if mode == "schema":
-            jsonschema.validate(arguments, originals[call.name])
-        else:
-            assert all(isinstance(v, str) for v in arguments.values())
-        # the walk's block is what the template renders for the parsed call, up to spelling
-        assert parse_turn(render_call(call.name, call.arguments), tools, format="qwen-xml").tool_calls == (call,)
+    for tool in tools:
+        dfa = block_dfa(name, mode, tool_choice=tool.name, **options)
+        dist = distances(dfa)
+        for i in range(40):
+            text = random_block(dfa, dist, rng, greed=0.2 + 0.2 * (i % 4), max_len=400).decode("utf-8")
+            turn = parse_turn(text, tools, format="qwen-xml")
+            assert turn.ok and len(turn.tool_calls) == 1 and turn.content is None, (text, turn.errors)
+            call = turn.tool_calls[0]
+            assert call.name == tool.name
+            arguments = json.loads(call.arguments_json(), parse_constant=lambda c, t=text: pytest.fail(f"{c} in {t!r}"))
+            if mode == "schema":
+                jsonschema.validate(arguments, originals[call.name])
+            else:
+                assert all(isinstance(v, str) for v in arguments.values())
+            # the template's rendering of the parsed call reads back as the same call
+            assert parse_turn(render_call(call.name, call.arguments), tools, format="qwen-xml").tool_calls == (call,)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="json_grammar.json_number allows exponents that overflow float() to infinity (1e999) inside object "
+    "and array values; the qwen-xml top level uses finite_number(). Passes once json_number is bounded the same way.",
+)
+def test_no_overflowing_number_inside_an_object_value() -> None:
+    dfa = block_dfa("rendered")
+    text = render_call("search", {"query": "q"}).replace(
+        "</function>", '<parameter=filters>\n{"a": 1e999}\n</parameter>\n</function>'
+    )
+    assert not accepts(dfa, text)

@@ -364,6 +364,15 @@ CONVERSIONS = [
     ({"type": "array"}, "a, b", "a, b"),
     ({"enum": ["c", "f"]}, "c", "c"),
     ({"enum": [1, 2]}, "2", 2),
+    # several readings: the first one the schema accepts
+    ({"anyOf": [{"type": "string", "enum": ["a"]}, {"type": "integer"}]}, "5", 5),
+    ({"anyOf": [{"type": "string", "enum": ["a"]}, {"type": "integer"}]}, "a", "a"),
+    ({"type": ["string", "null"], "enum": ["null", "x"]}, "null", "null"),
+    ({"enum": [1, "1"]}, "1", "1"),
+    ({"type": ["boolean", "string"]}, "True", "True"),
+    # numbers that overflow float() are not numbers
+    ({"type": "number"}, "1e400", "1e400"),
+    ({"type": "object"}, '{"a": 1e999}', '{"a": 1e999}'),
     ({}, "7", "7"),
     ({}, '{"a": 1}', {"a": 1}),
     ({}, "[1, 2]", [1, 2]),

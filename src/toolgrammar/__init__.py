@@ -1,10 +1,74 @@
 """toolgrammar: every tool call valid, and the numbers on what constraining costs and hides.
 
-Import boundaries: ``tools``, ``turn``, ``formats``, ``automaton``, ``grammar`` and ``parser`` import
-no torch, transformers or vLLM (a test enforces it); ``engine`` needs numpy only; ``hf`` and ``vllm``
-import their frameworks.
+Public API (everything else is internal)::
+
+    from toolgrammar import load_tools, compile_turn, parse_turn, ToolCallLogitsProcessor
+
+- :func:`load_tools` validates and normalizes a tool list (the one place schemas are read).
+- :func:`compile_turn` compiles tools + format + policy into the grammar of a whole turn.
+- :func:`parse_turn` / :class:`TurnStreamParser` judge a turn strictly (reasoning, content, calls).
+- :class:`ToolCallLogitsProcessor` masks logits in ``model.generate`` (transformers).
+- :func:`run_compare` runs free and constrained sampling side by side (the ``compare`` command).
+- ``toolgrammar.vllm`` plugs the same grammar into vLLM.
+
+Import boundaries: ``tools``, ``turn``, ``formats``, ``automaton``, ``json_grammar``, ``grammar`` and
+``parser`` import no torch, transformers or vLLM (a test enforces it); ``engine`` needs numpy only;
+``hf``, ``compare`` and ``vllm`` import their frameworks, lazily from here.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+_LAZY = {
+    "load_tools": "toolgrammar.tools",
+    "Tool": "toolgrammar.tools",
+    "ToolSet": "toolgrammar.tools",
+    "compile_turn": "toolgrammar.grammar",
+    "GrammarOptions": "toolgrammar.grammar",
+    "TurnGrammar": "toolgrammar.grammar",
+    "parse_turn": "toolgrammar.parser",
+    "TurnStreamParser": "toolgrammar.parser",
+    "TurnParse": "toolgrammar.turn",
+    "ToolCall": "toolgrammar.turn",
+    "CallError": "toolgrammar.turn",
+    "ERROR_KINDS": "toolgrammar.turn",
+    "ToolCallLogitsProcessor": "toolgrammar.hf",
+    "run_compare": "toolgrammar.compare",
+    "CompareConfig": "toolgrammar.compare",
+    "Vocabulary": "toolgrammar.vocab",
+    "ToolgrammarError": "toolgrammar.errors",
+    "ToolSchemaError": "toolgrammar.errors",
+    "GrammarError": "toolgrammar.errors",
+    "TokenizerError": "toolgrammar.errors",
+    "ProcessorError": "toolgrammar.errors",
+}
+
+__all__ = sorted([*_LAZY, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'toolgrammar' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .compare import CompareConfig, run_compare
+    from .errors import GrammarError, ProcessorError, TokenizerError, ToolgrammarError, ToolSchemaError
+    from .grammar import GrammarOptions, TurnGrammar, compile_turn
+    from .hf import ToolCallLogitsProcessor
+    from .parser import TurnStreamParser, parse_turn
+    from .tools import Tool, ToolSet, load_tools
+    from .turn import ERROR_KINDS, CallError, ToolCall, TurnParse
+    from .vocab import Vocabulary

@@ -13,7 +13,6 @@ Everything here is pure Python + numpy, and imports no torch or transformers.
 
 from __future__ import annotations
 
-import re
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -165,7 +164,7 @@ def chars(text: str, regex: str | None = None) -> Node:
     """One of the given ASCII characters."""
     if any(ord(c) > 127 for c in text):
         raise GrammarError(f"chars() takes ASCII only, got {text!r}")
-    return Sym(mask_of(ord(c) for c in text), regex or "[" + "".join(re.escape(c) for c in text) + "]")
+    return Sym(mask_of(ord(c) for c in text), regex or "[" + "".join(_class_char(ord(c)) for c in text) + "]")
 
 
 def seq(*items: Node) -> Node:
@@ -257,7 +256,7 @@ def utf8_char(*, exclude_ascii: str = "", ascii_only_printable: bool = False) ->
         seq(Sym(byte_range(0xF1, 0xF3)), Sym(cont), Sym(cont), Sym(cont)),
         seq(Sym(1 << 0xF4), Sym(byte_range(0x80, 0x8F)), Sym(cont), Sym(cont)),
     )
-    excluded = "".join(re.escape(c) for c in exclude_ascii)
+    excluded = "".join(_class_char(ord(c)) for c in exclude_ascii)
     ctrl = r"\x00-\x1f" if ascii_only_printable else ""
     regex = f"[^{excluded}{ctrl}]" if (excluded or ctrl) else r"[\s\S]"
     return group(alt(Sym(ascii_mask), multi), regex=regex)
@@ -738,7 +737,7 @@ def to_regex(node: Node) -> str:
     ``Avoid`` renders as a tempered token ``(?:(?!w)x)*``, which ``re`` supports but not every engine.
     """
     if isinstance(node, Lit):
-        return re.escape(node.data.decode("utf-8"))
+        return _escape(node.data.decode("utf-8"))
     if isinstance(node, Sym):
         if node.regex is not None:
             return node.regex
@@ -763,9 +762,9 @@ def to_regex(node: Node) -> str:
     if isinstance(node, Shared):
         return to_regex(node.item)
     if isinstance(node, NotPrefixed):
-        return f"(?!{re.escape(node.word.decode('utf-8'))}){to_regex(node.item)}"
+        return f"(?!{_escape(node.word.decode('utf-8'))}){to_regex(node.item)}"
     if isinstance(node, Avoid):
-        guard = "|".join(re.escape(w.decode("utf-8")) for w in node.words)
+        guard = "|".join(_escape(w.decode("utf-8")) for w in node.words)
         item = node.item
         if isinstance(item, Repeat) and item.hi is None:
             body = to_regex(item.item)
@@ -773,6 +772,25 @@ def to_regex(node: Node) -> str:
             return f"(?:(?!{guard}){body}){q}"
         return f"(?:(?!.*(?:{guard})){to_regex(item)})"
     raise GrammarError(f"unknown grammar node {type(node).__name__}")
+
+
+_REGEX_META = set(".^$*+?{}[]\\|()")
+_CONTROL_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _escape(text: str) -> str:
+    """Escape regex metacharacters only; control characters as ``\\n``/``\\xHH`` (portable to other engines)."""
+    out = []
+    for c in text:
+        if c in _REGEX_META:
+            out.append("\\" + c)
+        elif c in _CONTROL_ESCAPES:
+            out.append(_CONTROL_ESCAPES[c])
+        elif ord(c) < 0x20 or ord(c) == 0x7F:
+            out.append(f"\\x{ord(c):02x}")
+        else:
+            out.append(c)
+    return "".join(out)
 
 
 def _members_regex(node: Members) -> str:
@@ -812,7 +830,7 @@ def _mask_to_class(mask: int) -> str:
         # High bytes only appear inside utf8_char(), which carries its own regex.
         raise GrammarError("a byte class with bytes >= 0x80 has no character-level regex")
     if len(idx) == 1:
-        return re.escape(chr(idx[0]))
+        return _escape(chr(idx[0]))
     return "[" + "".join(_class_char(i) for i in idx) + "]"
 
 

@@ -14,6 +14,7 @@ import json
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..base import Markers, ParseMode, ToolCallFormat
+from ..spec import format_spec, markers_of
 
 if TYPE_CHECKING:
     from ...automaton import Node
@@ -26,17 +27,19 @@ class HermesFormat(ToolCallFormat):
     """``<tool_call>`` blocks holding one JSON object ``{"name", "arguments"}``."""
 
     name: ClassVar[str] = "hermes"
-    markers: ClassVar[Markers] = Markers()
+    markers: ClassVar[Markers] = markers_of("hermes")
+    block: ClassVar[dict[str, str]] = format_spec("hermes")["block"]
 
     def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
         from .grammar import block_grammar
 
-        return block_grammar(tools, options, self.markers)
+        return block_grammar(tools, options, self.block, self.markers)
 
     def render_call(self, tool: Tool | str, arguments: dict[str, Any]) -> str:
         name = tool if isinstance(tool, str) else tool.name
-        body = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
-        return f"{self.markers.block_open}\n{body}\n{self.markers.block_close}"
+        b = self.block
+        body = json.dumps({b["name_key"]: name, b["arguments_key"]: arguments}, ensure_ascii=False)
+        return f"{b['open']}{body}{b['close']}"
 
     def parse_turn(self, text: str, tools: ToolSet, *, mode: ParseMode = "strict") -> TurnParse:
         from .parser import parse_turn

@@ -17,8 +17,10 @@ if TYPE_CHECKING:
     from ..base import Markers
 
 
-def block_grammar(tools: ToolSet, options: GrammarOptions, markers: Markers) -> Node:
+def block_grammar(tools: ToolSet, options: GrammarOptions, block: dict[str, str], markers: Markers) -> Node:
     """One block for any of ``tools`` (or only ``options.tool_choice`` when it names a tool).
+
+    ``block`` is the ``[block]`` table of ``grammars/hermes.toml``.
 
     Canonical spelling: ``{"name": "NAME", "arguments": ARGS}`` with the chat template's separators,
     newline after the opener and before the closer. ``escape_markers`` keeps the closing marker out of
@@ -37,15 +39,15 @@ def block_grammar(tools: ToolSet, options: GrammarOptions, markers: Markers) -> 
             seq(
                 lit("{"),
                 wrap_ws,
-                lit('"name"'),
+                lit(json.dumps(block["name_key"])),
                 ws.key_sep(),
                 lit(name),
                 ws.item_sep(),
-                lit('"arguments"'),
+                lit(json.dumps(block["arguments_key"])),
                 ws.key_sep(),
                 args,
                 wrap_ws,
                 lit("}"),
             )
         )
-    return seq(lit(markers.block_open + "\n"), alt(*calls), lit("\n" + markers.block_close))
+    return seq(lit(block["open"]), alt(*calls), lit(block["close"]))

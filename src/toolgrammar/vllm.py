@@ -1,0 +1,680 @@
+"""vLLM integration: the same tool-call grammar in a vLLM server, by two routes.
+
+Route 1, structured outputs (:func:`structured_outputs`)
+    ``SamplingParams(structured_outputs=structured_outputs(tools, tool_choice="required"))``. The turn
+    grammar is written as an xgrammar *structural tag*: free text until the block opener, then each
+    block exactly as toolgrammar's own block grammar spells it (names and arguments from the
+    schemas, the chat template's canonical JSON, no unbounded whitespace), tool choice (``none``:
+    no opener; ``required``: at least one block; a name: that block straight away), parallel calls
+    joined by the format's separator, nothing after the last block (``after_calls="end"``), and the
+    reasoning part as ``reasoning`` says. No vLLM code runs: vLLM's own xgrammar backend enforces
+    it, which also makes it the route that works with speculative decoding and through
+    ``extra_body={"structured_outputs": {"structural_tag": ...}}`` on any vLLM server.
+
+    What it cannot carry: **the token budget.** xgrammar knows nothing of ``max_tokens``, so a
+    block that is open when the budget runs out is cut (an unclosed, invalid call). Nor can it carry
+    grammars that need "a string that does not contain X" inside a block (``escape_markers=True``,
+    the raw-text values of ``qwen-xml``): xgrammar regexes have no lookahead, and
+    :func:`structural_tag` refuses those with a :class:`~toolgrammar.errors.GrammarError` rather than
+    loosen them silently. Needs the ``xgrammar`` backend (vLLM's default ``auto`` picks it).
+
+Route 2, the logits processor (:class:`VllmToolCallLogitsProcessor`)
+    Runs toolgrammar's own engine inside vLLM's sampler, with the **budget guarantee**: the
+    request's ``max_tokens`` is the budget, a block that has started always closes within it, and a
+    block is never opened that could not close in time. Load it once per engine::
+
+        LLM(model, logits_processors=[VllmToolCallLogitsProcessor])      # offline
+        vllm serve MODEL --logits-processors toolgrammar.vllm:VllmToolCallLogitsProcessor
+
+    (installing toolgrammar also registers it under the ``vllm.logits_processors`` entry-point group,
+    which every vLLM engine loads; see "Loading" below) and switch it on per request::
+
+        SamplingParams(max_tokens=256, extra_args=extra_args(tools, tool_choice="required"))
+        # OpenAI server: extra_body={"vllm_xargs": extra_args(tools, as_json=True)}
+
+    Requests without the ``"toolgrammar"`` key are untouched. Not available with speculative
+    decoding (vLLM refuses custom logits processors there) and per engine, not per request.
+
+Loading, and vLLM's async scheduling
+    The processor needs each row's sampled tokens. With async scheduling (vLLM's default on GPUs)
+    vLLM fills in the real token ids only when some custom processor was *named* at start-up
+    (``logits_processors=`` / ``--logits-processors``); a processor loaded only through the entry
+    point then sees placeholder ids (``-1``). So name it explicitly (the entry-point copy notices
+    the named one and stands down, so the mask is not applied twice), or pass
+    ``--no-async-scheduling``. When a row sees a placeholder anyway, that row is left unconstrained
+    and an error is logged; nothing raises inside the engine (a raise there would fail every
+    request of the batch). vLLM's CPU backend never schedules asynchronously.
+
+Error policy
+    Bad tools or options fail the request before it runs: :meth:`VllmToolCallLogitsProcessor.validate_params`
+    compiles the grammar in the front end and raises ``ValueError`` (HTTP 400 from the server).
+    Inside the engine nothing raises: a row whose sampled token the grammar rejects (possible only
+    when something after the processor changed the logits) or whose tokens are unknown goes into a
+    sticky error state, is left unconstrained and is logged.
+
+Hot path: per step, each constrained row catches up with its new output tokens (O(new tokens)),
+reads its cached mask, and the batch is masked with one ``index_fill_`` (banned ids) and one
+``fill_``/``index_copy_`` pair (allowed ids) over the flattened logits; the index tensors of each
+cached mask are copied to the device once. No Python loop over the vocabulary.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .automaton import Alt, Avoid, Group, Lit, Members, Node, NotPrefixed, Repeat, Seq, Shared, seq, to_regex
+from .errors import GrammarError, ProcessorError, ToolgrammarError
+from .grammar import GrammarOptions, TurnGrammar, compile_turn
+
+if TYPE_CHECKING:
+    import torch
+
+    from .engine import Cursor, StateMask, TokenGrammar
+    from .vocab import Vocabulary
+
+try:  # the processor must subclass vLLM's base class; keep the module importable without vLLM
+    from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
+except ImportError:  # pragma: no cover - exercised only where vLLM is absent
+    LogitsProcessor = object  # type: ignore[assignment,misc]
+    BatchUpdate = Any  # type: ignore[assignment,misc]
+    MoveDirectionality = None  # type: ignore[assignment]
+
+logger = logging.getLogger("toolgrammar.vllm")
+
+EXTRA_ARGS_KEY = "toolgrammar"
+"""The key of ``SamplingParams.extra_args`` (``vllm_xargs`` on the server) that switches route 2 on."""
+
+ENTRY_POINT = "toolgrammar.vllm:VllmToolCallLogitsProcessor"
+"""What to pass to ``--logits-processors`` / ``LLM(logits_processors=[...])``."""
+
+SPEC_KEYS = ("tools", "mode", *GrammarOptions.__dataclass_fields__)
+"""Keys a request's ``extra_args["toolgrammar"]`` may hold: ``tools`` (required), ``mode``, and the grammar options."""
+
+
+# ================================================================================================
+# Route 1: structured outputs (an xgrammar structural tag)
+# ================================================================================================
+
+
+def structured_outputs(tools: Any, *, format: str = "hermes", mode: str = "schema", **options: Any) -> Any:
+    """``vllm.sampling_params.StructuredOutputsParams`` carrying the turn grammar as a structural tag.
+
+    Parameters are those of :func:`toolgrammar.grammar.compile_turn`. See the module docstring for
+    what this route cannot carry (the token budget; lookahead-only constraints).
+    """
+    from vllm.sampling_params import StructuredOutputsParams
+
+    tag = structural_tag(tools, format=format, mode=mode, **options)
+    return StructuredOutputsParams(structural_tag=json.dumps(tag, ensure_ascii=False))
+
+
+def structural_tag(tools: Any, *, format: str = "hermes", mode: str = "schema", **options: Any) -> dict[str, Any]:
+    """The turn grammar as an xgrammar structural tag (a JSON object; no vLLM or xgrammar import).
+
+    The same object works wherever xgrammar structural tags are accepted (vLLM's
+    ``structured_outputs.structural_tag``, SGLang, ``xgrammar.Grammar.from_structural_tag``).
+
+    Shape (hermes, ``tool_choice="auto"``, parallel calls, ``reasoning="enabled"``)::
+
+        or(seq(tag("<think>", any_text, "</think>"), CONTENT),
+           seq("<think>", any_text(excludes=["</think>"])),            # the turn may end while thinking
+           CONTENT)
+        CONTENT = seq(any_text(excludes=["<tool_call>"]),
+                      optional(tags_with_separator([BLOCK], "\\n", at_least_one=True)))
+        BLOCK   = tag("<tool_call>", regex(<the block grammar between the markers>), "</tool_call>")
+    """
+    turn = compile_turn(tools, mode=mode, format=format, **options)
+    return turn_structural_tag(turn)
+
+
+def turn_structural_tag(turn: TurnGrammar) -> dict[str, Any]:
+    """:func:`structural_tag` of an already compiled :class:`~toolgrammar.grammar.TurnGrammar`."""
+    opts = turn.options
+    fmt = turn.format
+    m = fmt.markers
+    choice = opts.tool_choice
+    tools = turn.tools
+    free = _any_text(m.block_open)
+    cut_ok = choice in ("auto", "none")
+
+    if choice == "none" or not len(tools):
+        content: dict[str, Any] = free
+    else:
+        block = _block_tag(fmt.block_grammar(tools, opts), m.block_open, m.block_close)
+        if opts.parallel_tool_calls:
+            blocks = {
+                "type": "tags_with_separator",
+                "tags": [block],
+                "separator": m.call_separator,
+                "at_least_one": True,
+            }
+        else:
+            blocks = block
+        after = [free] if opts.after_calls == "text" else []
+        calls = _sequence(blocks, *after)
+        if choice == "auto":
+            content = _sequence(free, {"type": "optional", "content": calls})
+        elif choice == "required":
+            content = _sequence(free, calls)
+        else:  # a named tool: that call, straight away
+            content = calls
+
+    if opts.reasoning == "disabled":
+        return _tag_root(content)
+    begin = m.think_open if opts.reasoning == "enabled" else ""
+    thought = {"type": "tag", "begin": begin, "content": {"type": "any_text"}, "end": m.think_close}
+    branches = [_sequence(thought, content)]
+    if cut_ok:  # the turn may end (or be cut) while thinking
+        unfinished = _any_text(m.think_close)
+        branches.append(_sequence({"type": "const_string", "value": begin}, unfinished) if begin else unfinished)
+    if opts.reasoning == "enabled":
+        branches.append(content)
+    return _tag_root(branches[0] if len(branches) == 1 else {"type": "or", "elements": branches})
+
+
+def _tag_root(fmt: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "structural_tag", "format": fmt}
+
+
+def _any_text(*excludes: str) -> dict[str, Any]:
+    return {"type": "any_text", "excludes": [e for e in excludes if e]}
+
+
+def _sequence(*elements: dict[str, Any]) -> dict[str, Any]:
+    return elements[0] if len(elements) == 1 else {"type": "sequence", "elements": list(elements)}
+
+
+def _block_tag(block: Node, opener: str, closer: str) -> dict[str, Any]:
+    """One block as ``tag(opener, regex(middle), closer)``: the format's block grammar between its markers."""
+    middle = _strip_markers(block, opener, closer)
+    lookaround = _find_lookaround(middle)
+    if lookaround is not None:
+        raise GrammarError(
+            f"the structured-outputs route cannot carry this grammar: a block holds {lookaround}, which needs a "
+            "regex lookahead that xgrammar does not support (escape_markers=True, or a format with raw-text "
+            "values such as qwen-xml); use the logits processor (toolgrammar.vllm.VllmToolCallLogitsProcessor)"
+        )
+    return {
+        "type": "tag",
+        "begin": opener,
+        "content": {"type": "regex", "pattern": xgrammar_regex(to_regex(middle))},
+        "end": closer,
+    }
+
+
+def _strip_markers(block: Node, opener: str, closer: str) -> Node:
+    ob, cb = opener.encode(), closer.encode()
+    items = list(block.items) if isinstance(block, Seq) else [block]
+    first, last = items[0], items[-1]
+    if len(items) == 1 and isinstance(first, Lit) and first.data.startswith(ob) and first.data.endswith(cb):
+        data = first.data[len(ob) :]
+        return Lit(data[: len(data) - len(cb)])
+    if not (isinstance(first, Lit) and first.data.startswith(ob) and isinstance(last, Lit) and last.data.endswith(cb)):
+        raise GrammarError(
+            f"the format's block grammar does not start with {opener!r} and end with {closer!r} as literals; "
+            "the structured-outputs route needs that shape (see ToolCallFormat.block_grammar)"
+        )
+    items[0] = Lit(first.data[len(ob) :])
+    items[-1] = Lit(last.data[: len(last.data) - len(cb)])
+    return seq(*items)
+
+
+def _find_lookaround(node: Node) -> str | None:
+    """The first construct whose regex needs a lookahead, described for an error message; None if none."""
+    stack = [node]
+    seen: set[int] = set()
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, Avoid):
+            words = ", ".join(repr(w.decode("utf-8", "replace")) for w in n.words)
+            return f"text that must avoid {words}"
+        if isinstance(n, NotPrefixed):
+            return f"text that must not start with {n.word.decode('utf-8', 'replace')!r}"
+        if isinstance(n, Group) and n.regex is not None:
+            continue  # rendered by its own regex (a character class)
+        if isinstance(n, (Seq, Alt)):
+            stack.extend(n.items)
+        elif isinstance(n, (Repeat, Shared, Group)):
+            stack.append(n.item)
+        elif isinstance(n, Members):
+            stack.extend(item for item, _ in n.items)
+            stack.append(n.sep)
+    return None
+
+
+_ESCAPES = {"\n": r"\n", "\t": r"\t", "\r": r"\r", "\x0b": r"\v", "\x0c": r"\f"}
+
+
+def xgrammar_regex(pattern: str) -> str:
+    """Rewrite a Python ``re`` pattern (as :func:`~toolgrammar.automaton.to_regex` prints it) for xgrammar.
+
+    ``re.escape`` escapes characters that xgrammar's regex parser does not know as escapes (space,
+    ``#``, ``&``, ``~``, a raw newline after a backslash...): xgrammar matches them literally but logs
+    a warning per occurrence, on every request. This spells them plainly (control characters as
+    ``\\n``, ``\\t``, ``\\xNN``); everything else is kept as it is.
+    """
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\" and i + 1 < n:
+            nxt = pattern[i + 1]
+            if nxt in " #&~'%,;:<>=!@`":
+                out.append(nxt)
+            elif nxt in _ESCAPES:
+                out.append(_ESCAPES[nxt])
+            elif ord(nxt) < 0x20:
+                out.append(f"\\x{ord(nxt):02x}")
+            else:
+                out.append(c + nxt)
+            i += 2
+            continue
+        if c in _ESCAPES:
+            out.append(_ESCAPES[c])
+        elif ord(c) < 0x20:
+            out.append(f"\\x{ord(c):02x}")
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out)
+
+
+# ================================================================================================
+# Route 2: the logits processor
+# ================================================================================================
+
+
+def extra_args(tools: Any, *, mode: str = "schema", as_json: bool = False, **options: Any) -> dict[str, Any]:
+    """The ``extra_args`` that switch the processor on for one request (checked now, by compiling).
+
+    ``as_json=True`` puts the spec in as a JSON string: the OpenAI server's ``vllm_xargs`` takes flat
+    values only (``str | int | float | list``), so pass ``extra_body={"vllm_xargs": extra_args(...,
+    as_json=True)}`` there. Tools may be anything :func:`~toolgrammar.tools.load_tools` takes that is
+    JSON (the OpenAI tool list, or bare ``{"name", "description", "parameters"}`` entries).
+    """
+    spec: dict[str, Any] = {"tools": tools, "mode": mode, **options}
+    _compile_spec(_normalize_spec(spec))
+    return {EXTRA_ARGS_KEY: json.dumps(spec, ensure_ascii=False) if as_json else spec}
+
+
+def request_spec(params: Any) -> dict[str, Any] | None:
+    """The toolgrammar spec of a request's ``SamplingParams`` (``None``: not a toolgrammar request).
+
+    Raises :class:`~toolgrammar.errors.GrammarError` on a malformed spec.
+    """
+    args = getattr(params, "extra_args", None)
+    if not args or EXTRA_ARGS_KEY not in args:
+        return None
+    return _normalize_spec(args[EXTRA_ARGS_KEY])
+
+
+def _normalize_spec(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as error:
+            raise GrammarError(f"extra_args[{EXTRA_ARGS_KEY!r}] is a string but not JSON: {error}") from error
+    if not isinstance(raw, Mapping):
+        raise GrammarError(
+            f"extra_args[{EXTRA_ARGS_KEY!r}] must be an object (or its JSON text) with 'tools' and options, "
+            f"got {type(raw).__name__}"
+        )
+    unknown = sorted(set(raw) - set(SPEC_KEYS))
+    if unknown:
+        raise GrammarError(
+            f"extra_args[{EXTRA_ARGS_KEY!r}] has unknown key(s) {', '.join(unknown)}; known: {', '.join(SPEC_KEYS)}"
+        )
+    if "tools" not in raw:
+        raise GrammarError(f"extra_args[{EXTRA_ARGS_KEY!r}] needs 'tools' (the OpenAI tool list)")
+    return dict(raw)
+
+
+_turns: OrderedDict[str, TurnGrammar] = OrderedDict()
+_turns_lock = threading.Lock()
+_MAX_TURNS = 64
+
+
+def _compile_spec(spec: dict[str, Any]) -> TurnGrammar:
+    """The turn grammar of a spec, compiled once per process per distinct spec (LRU of 64)."""
+    try:
+        key = json.dumps(spec, sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError) as error:
+        raise GrammarError(f"extra_args[{EXTRA_ARGS_KEY!r}] is not JSON-serialisable: {error}") from error
+    with _turns_lock:
+        turn = _turns.get(key)
+        if turn is not None:
+            _turns.move_to_end(key)
+            return turn
+    options = {k: v for k, v in spec.items() if k not in ("tools", "mode")}
+    turn = compile_turn(spec["tools"], mode=spec.get("mode", "schema"), **options)
+    with _turns_lock:
+        _turns[key] = turn
+        while len(_turns) > _MAX_TURNS:
+            _turns.popitem(last=False)
+    return turn
+
+
+class MaskApplier:
+    """Applies per-row :class:`~toolgrammar.engine.StateMask` values to a ``(rows, width)`` logits tensor.
+
+    The strategy of :class:`toolgrammar.hf.ToolCallLogitsProcessor`: banned ids of all rows in one
+    ``index_fill_`` over the flattened tensor, allowed ids of all rows by saving their logits
+    (``index_select``), filling those rows with ``-inf`` and copying the saved logits back. Each
+    mask's id array is copied to the device once and kept (masks are cached by the grammar, so the
+    set is small). Columns from ``n_tokens`` on (padding beyond the tokenizer) are masked in every
+    constrained row.
+    """
+
+    def __init__(self, device: Any):
+        self.device = device
+        self._ids: dict[int, torch.Tensor] = {}
+        self._keep: dict[int, StateMask] = {}
+
+    def ids(self, mask: StateMask, arr: Any) -> torch.Tensor:
+        import torch
+
+        t = self._ids.get(id(arr))
+        if t is None:
+            t = torch.from_numpy(arr).to(self.device)
+            self._ids[id(arr)] = t
+            self._keep[id(arr)] = mask  # keeps arr alive, so its id is never reused
+        return t
+
+    def apply(self, logits: torch.Tensor, rows: Sequence[int], masks: Sequence[StateMask], n_tokens: int) -> None:
+        import torch
+
+        if not rows:
+            return
+        ninf = float("-inf")
+        width = logits.shape[1]
+        row_index = torch.tensor(list(rows), device=logits.device)
+        if width > n_tokens:
+            logits[row_index, n_tokens:] = ninf
+        if not logits.is_contiguous():  # rare: a view; fall back to one row at a time
+            for r, m in zip(rows, masks, strict=True):
+                self.apply_row(logits[r], m)
+            return
+        flat = logits.view(-1)
+        banned, allowed, allowed_rows = [], [], []
+        for r, m in zip(rows, masks, strict=True):
+            if m.all_allowed:
+                continue
+            if m.banned is not None:
+                banned.append(self.ids(m, m.banned) + r * width)
+            else:
+                allowed.append(self.ids(m, m.allowed) + r * width)
+                allowed_rows.append(r)
+        if banned:
+            flat.index_fill_(0, banned[0] if len(banned) == 1 else torch.cat(banned), ninf)
+        if allowed:
+            idx = allowed[0] if len(allowed) == 1 else torch.cat(allowed)
+            kept = flat.index_select(0, idx)
+            logits.index_fill_(0, torch.tensor(allowed_rows, device=logits.device), ninf)
+            flat.index_copy_(0, idx, kept)
+
+    def apply_row(self, row: torch.Tensor, m: StateMask) -> None:
+        ninf = float("-inf")
+        if m.all_allowed:
+            return
+        if m.banned is not None:
+            row.index_fill_(0, self.ids(m, m.banned), ninf)
+        else:
+            ids = self.ids(m, m.allowed)
+            kept = row.index_select(0, ids)
+            row.fill_(ninf)
+            row.index_copy_(0, ids, kept)
+
+
+@dataclass
+class _Row:
+    """One constrained request in the persistent batch."""
+
+    cursor: Cursor
+    output_ids: list[int]
+    """vLLM's own running list of the request's output token ids (a reference: it grows in place)."""
+    consumed: int = 0
+    """How many of ``output_ids`` the cursor has consumed."""
+
+
+_live: weakref.WeakSet[VllmToolCallLogitsProcessor] = weakref.WeakSet()
+_live_lock = threading.Lock()
+
+
+class VllmToolCallLogitsProcessor(LogitsProcessor):
+    """vLLM v1 logits processor: toolgrammar's engine, with the budget guarantee, per request.
+
+    A request opts in with ``SamplingParams(extra_args={"toolgrammar": {"tools": [...], ...}})``
+    (see :func:`extra_args`); its ``max_tokens`` is the budget. Keys: ``tools`` (required),
+    ``mode`` (``"schema"`` | ``"strings"``), and the grammar options (:class:`~toolgrammar.grammar.GrammarOptions`:
+    ``format``, ``tool_choice``, ``parallel_tool_calls``, ``reasoning``, ``whitespace``,
+    ``max_whitespace``, ``escape_markers``, ``after_calls``). Other requests are untouched.
+
+    One instance per engine, built by vLLM (``__init__(vllm_config, device, is_pin_memory)``). The
+    tokenizer's vocabulary is read on the first toolgrammar request (about a second for Qwen3's
+    151k tokens), not at start-up, so an installed-but-unused toolgrammar costs nothing. Compiled
+    grammars and their masks are shared by all requests with the same spec.
+
+    Notes
+    -----
+    Not argmax-invariant (it changes greedy picks), so vLLM applies it before penalties and
+    temperature. Penalties and ``logit_bias`` cannot undo a ``-inf``. ``min_tokens`` can conflict
+    with a turn that the grammar says is finished (vLLM then bans the only allowed token); do not
+    combine them. The server's own ``tool_choice="required"``/named tool choice also constrains
+    (vLLM attaches a JSON-array schema): send ``tool_choice="auto"`` to vLLM and put the policy in
+    the toolgrammar spec instead.
+    """
+
+    def __init__(self, vllm_config: Any, device: Any, is_pin_memory: bool):
+        self.vllm_config = vllm_config
+        self.device = device
+        model_config = getattr(vllm_config, "model_config", None)
+        self.model_config = model_config
+        self.max_model_len = getattr(model_config, "max_model_len", None)
+        self.rows: dict[int, _Row] = {}
+        self.applier = MaskApplier(device)
+        self._vocab: Vocabulary | None = None
+        self._vocab_error: str | None = None
+        self._grammars: dict[str, TokenGrammar] = {}
+        self._logged: set[str] = set()
+        self.n_requests = 0
+        self.n_errors = 0
+        scheduler_config = getattr(vllm_config, "scheduler_config", None)
+        named = bool(getattr(model_config, "logits_processors", None))
+        self.placeholder_risk = bool(getattr(scheduler_config, "async_scheduling", False)) and not named
+        # Loaded twice (entry point + named): the second copy stands down, so masks are applied once.
+        with _live_lock:
+            self.active = not any(p is not self and p.active and p.vllm_config is vllm_config for p in _live)
+            _live.add(self)
+
+    # -- vLLM interface ----------------------------------------------------------------------------
+
+    @classmethod
+    def validate_params(cls, sampling_params: Any) -> None:
+        """Front-end check of a request's toolgrammar spec: compile it, or raise ``ValueError`` (HTTP 400)."""
+        try:
+            spec = request_spec(sampling_params)
+            if spec is None:
+                return
+            if getattr(sampling_params, "structured_outputs", None) is not None:
+                raise GrammarError(
+                    "a request cannot use both structured_outputs and the toolgrammar logits processor: the two "
+                    "constraints would fight; use one route"
+                )
+            _compile_spec(spec)
+        except ToolgrammarError as error:
+            raise ValueError(f"toolgrammar: {error}") from error
+
+    def is_argmax_invariant(self) -> bool:
+        return False
+
+    def update_state(self, batch_update: BatchUpdate | None) -> None:
+        if batch_update is None or not self.active:
+            return
+        for index in batch_update.removed:
+            self.rows.pop(index, None)
+        for index, params, prompt_ids, output_ids in batch_update.added:
+            row = self._new_row(params, prompt_ids, output_ids)
+            if row is None:
+                self.rows.pop(index, None)
+            else:
+                self.rows[index] = row
+        for a, b, direction in batch_update.moved:
+            row_a = self.rows.pop(a, None)
+            row_b = self.rows.pop(b, None)
+            if row_a is not None:
+                self.rows[b] = row_a
+            if row_b is not None and direction == MoveDirectionality.SWAP:
+                self.rows[a] = row_b
+
+    def apply(self, logits: torch.Tensor) -> torch.Tensor:
+        if not self.rows or not self.active:
+            return logits
+        rows: list[int] = []
+        masks: list[StateMask] = []
+        n_tokens = 0
+        for index, row in self.rows.items():
+            if index >= logits.shape[0]:
+                continue  # not scheduled in this step
+            self._catch_up(row)
+            mask = row.cursor.mask()
+            if mask is None:
+                continue  # finished, or in error: unconstrained
+            rows.append(index)
+            masks.append(mask)
+            n_tokens = row.cursor.grammar.table.n_tokens
+        if rows:
+            self.applier.apply(logits, rows, masks, n_tokens)
+        return logits
+
+    # -- rows ----------------------------------------------------------------------------------------
+
+    def _new_row(self, params: Any, prompt_ids: list[int] | None, output_ids: list[int]) -> _Row | None:
+        try:
+            spec = request_spec(params)
+        except ToolgrammarError as error:  # validate_params should have refused it already
+            self._log_once("spec", f"toolgrammar: request left unconstrained: {error}")
+            return None
+        if spec is None:
+            return None
+        self.n_requests += 1
+        if self.placeholder_risk:
+            self._log_once(
+                "async",
+                "toolgrammar: this engine schedules asynchronously and the processor was loaded only through its "
+                "entry point, so vLLM may hand over placeholder token ids; start vLLM with --logits-processors "
+                f"{ENTRY_POINT} (or --no-async-scheduling)",
+            )
+        try:
+            grammar = self._token_grammar(spec)
+        except ToolgrammarError as error:
+            self.n_errors += 1
+            self._log_once(f"compile:{error}", f"toolgrammar: request left unconstrained: {error}")
+            return None
+        budget = getattr(params, "max_tokens", None)
+        if self.max_model_len is not None and prompt_ids is not None:
+            room = self.max_model_len - len(prompt_ids)
+            budget = room if budget is None else min(budget, room)
+        from .engine import Cursor
+
+        return _Row(Cursor(grammar, budget if budget is None or budget >= 1 else 1), output_ids)
+
+    def _catch_up(self, row: _Row) -> None:
+        ids = row.output_ids
+        cursor = row.cursor
+        while row.consumed < len(ids):
+            token = ids[row.consumed]
+            if token < 0:
+                if cursor.error is None:
+                    cursor.error = f"placeholder token id {token} at output position {row.consumed}"
+                    self.n_errors += 1
+                    self._log_once(
+                        "placeholder",
+                        "toolgrammar: vLLM handed over placeholder token ids (async scheduling); the row is left "
+                        f"unconstrained. Start vLLM with --logits-processors {ENTRY_POINT} or --no-async-scheduling",
+                    )
+                row.consumed = len(ids)
+                return
+            if not cursor.advance(token) and cursor.error is not None:
+                self.n_errors += 1
+                self._log_once("rejected", f"toolgrammar: a sampled token left the grammar: {cursor.error}")
+            row.consumed += 1
+
+    # -- grammar and vocabulary ----------------------------------------------------------------------
+
+    def _token_grammar(self, spec: dict[str, Any]) -> TokenGrammar:
+        from .engine import token_grammar
+
+        key = json.dumps(spec, sort_keys=True, ensure_ascii=False)
+        tg = self._grammars.get(key)
+        if tg is None:
+            tg = token_grammar(_compile_spec(spec), self.vocabulary())
+            if len(self._grammars) >= _MAX_TURNS:
+                self._grammars.pop(next(iter(self._grammars)))
+            self._grammars[key] = tg
+        return tg
+
+    def vocabulary(self) -> Vocabulary:
+        """The model tokenizer's vocabulary, read once (raises :class:`ProcessorError` if there is none)."""
+        if self._vocab is not None:
+            return self._vocab
+        if self._vocab_error is not None:
+            raise ProcessorError(self._vocab_error)
+        from .vocab import Vocabulary
+
+        try:
+            from vllm.tokenizers import cached_tokenizer_from_config
+
+            tokenizer = cached_tokenizer_from_config(self.model_config)
+            if tokenizer is None:
+                raise ProcessorError("the engine runs with skip_tokenizer_init, so there is no vocabulary to mask")
+            vocab = Vocabulary.from_hf(tokenizer)
+        except ToolgrammarError as error:
+            self._vocab_error = str(error)
+            raise
+        except Exception as error:  # a tokenizer toolgrammar cannot read: a clear error, once
+            self._vocab_error = f"cannot read the model's tokenizer: {type(error).__name__}: {error}"
+            raise ProcessorError(self._vocab_error) from error
+        width = self.model_config.get_vocab_size() if hasattr(self.model_config, "get_vocab_size") else None
+        if width is not None and width < vocab.n_tokens:
+            self._vocab_error = (
+                f"the model has {width} logit columns but its tokenizer has {vocab.n_tokens} ids; "
+                "toolgrammar needs a column per token"
+            )
+            raise ProcessorError(self._vocab_error)
+        self._vocab = vocab
+        return vocab
+
+    def _log_once(self, key: str, message: str) -> None:
+        if key not in self._logged:
+            self._logged.add(key)
+            logger.error(message) if "unconstrained" in message else logger.warning(message)
+
+    # -- reporting ------------------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, int]:
+        """Counters for logs and tests: requests seen, rows tracked now, errors."""
+        return {"requests": self.n_requests, "rows": len(self.rows), "errors": self.n_errors}
+
+
+__all__ = [
+    "ENTRY_POINT",
+    "EXTRA_ARGS_KEY",
+    "MaskApplier",
+    "VllmToolCallLogitsProcessor",
+    "extra_args",
+    "request_spec",
+    "structural_tag",
+    "structured_outputs",
+    "turn_structural_tag",
+    "xgrammar_regex",
+]
