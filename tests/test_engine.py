@@ -16,12 +16,13 @@ import jsonschema
 import numpy as np
 import pytest
 
-from toolsets import TOOLSETS
 from toolgrammar.engine import Cursor, TokenGrammar
 from toolgrammar.formats import get_format
 from toolgrammar.grammar import compile_turn
 from toolgrammar.parser import parse_turn
 from toolgrammar.testing import is_allowed, random_walk, replay
+
+from toolsets import TOOLSETS
 
 OPENER = 151657  # <tool_call>
 QUOTE_CLOSE = '"'

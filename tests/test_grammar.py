@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from toolsets import NESTED_TOOLS, SEED_TOOLS, TOOLSETS, TYPED_TOOLS
 
 from toolgrammar.automaton import EOS
 from toolgrammar.errors import GrammarError, ToolSchemaError
 from toolgrammar.grammar import compile_turn
 from toolgrammar.testing import accepts, check_grammar
+
+from toolsets import NESTED_TOOLS, SEED_TOOLS, TOOLSETS, TYPED_TOOLS
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -29,7 +30,8 @@ def _golden(name: str, actual: str) -> None:
         path.write_text(actual + "\n", encoding="utf-8")
     expected = path.read_text(encoding="utf-8").rstrip("\n")
     if expected != actual:
-        diff = "\n".join(difflib.unified_diff(expected.splitlines(), actual.splitlines(), "golden", "actual", lineterm=""))
+        lines = difflib.unified_diff(expected.splitlines(), actual.splitlines(), "golden", "actual", lineterm="")
+        diff = "\n".join(lines)
         pytest.fail(f"{name} changed (set TOOLGRAMMAR_UPDATE_GOLDEN=1 to accept):\n{diff}")
 
 
@@ -158,7 +160,8 @@ def test_policies_accept_and_reject_what_they_say():
     check_grammar(compile_turn(SEED_TOOLS, parallel_tool_calls=False), passing=[call], failing=[two])
     check_grammar(compile_turn(SEED_TOOLS, after_calls="text"), passing=[call + "\nThat was it."],
                   failing=[call + "\n" + "x <tool_call>"])
-    check_grammar(compile_turn(SEED_TOOLS, reasoning="prefilled"), passing=["hm\n</think>\n\n" + call, "still thinking"],
+    check_grammar(compile_turn(SEED_TOOLS, reasoning="prefilled"),
+                  passing=["hm\n</think>\n\n" + call, "still thinking"],
                   failing=["<think>\nhm\n</think>\n\n" + call + "</think>"])
     check_grammar(compile_turn(SEED_TOOLS, escape_markers=True), passing=[
         '<tool_call>\n{"name": "read_file", "arguments": {"path": "<\\/tool_call>"}}\n</tool_call>'], failing=[

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from toolsets import SEED_TOOLS, TYPED_TOOLS
 from transformers import LogitsProcessor, LogitsProcessorList
 
 from toolgrammar.errors import ProcessorError
 from toolgrammar.hf import ToolCallLogitsProcessor
 from toolgrammar.parser import parse_turn
+
+from toolsets import SEED_TOOLS, TYPED_TOOLS
 
 N_COLUMNS = 151936
 

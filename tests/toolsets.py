@@ -42,7 +42,8 @@ NESTED_TOOLS = [
 ]
 
 PREFIX_TOOLS = [
-    {"name": "read", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}},
+    {"name": "read", "parameters": {
+        "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}},
     {"name": "read_file", "parameters": {"type": "object", "properties": {
         "path": {"type": "string"}, "paths": {"type": "array", "items": {"type": "string"}}}, "required": []}},
     {"name": "ping", "parameters": {"type": "object", "properties": {}}},

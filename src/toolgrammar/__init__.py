@@ -47,7 +47,30 @@ _LAZY = {
     "ProcessorError": "toolgrammar.errors",
 }
 
-__all__ = sorted([*_LAZY, "__version__"])
+__all__ = [
+    "ERROR_KINDS",
+    "CallError",
+    "CompareConfig",
+    "GrammarError",
+    "GrammarOptions",
+    "ProcessorError",
+    "TokenizerError",
+    "Tool",
+    "ToolCall",
+    "ToolCallLogitsProcessor",
+    "ToolSchemaError",
+    "ToolSet",
+    "ToolgrammarError",
+    "TurnGrammar",
+    "TurnParse",
+    "TurnStreamParser",
+    "Vocabulary",
+    "__version__",
+    "compile_turn",
+    "load_tools",
+    "parse_turn",
+    "run_compare",
+]
 
 
 def __getattr__(name: str) -> Any:

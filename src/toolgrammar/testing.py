@@ -85,9 +85,10 @@ def random_walk(
 ) -> Walk:
     """Generate with a uniformly random 'model': each step picks uniformly among the allowed tokens.
 
-    ``prefer`` lists tokens picked, with ``prefer_probability``, whenever allowed (to steer walks into
-    blocks, e.g. the opener, or out of strings, e.g. a closing quote). End-of-turn tokens are picked with probability ``eos_weight`` when allowed, so that
-    walks are not all cut by the budget.
+    ``prefer`` lists tokens picked, with ``prefer_probability``, whenever allowed (to steer walks
+    into blocks, e.g. the opener, or out of strings, e.g. a closing quote); it may be a function of
+    the tokens so far. End-of-turn tokens are picked with probability ``eos_weight`` when allowed,
+    so that walks are not all cut by the budget.
     """
     cursor = Cursor(grammar, max_tokens)
     n = grammar.table.n_tokens

