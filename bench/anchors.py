@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import sys
@@ -289,6 +290,7 @@ class Row:
     compile_ms: float | None = None
     cold_ms: float | None = None
     mask: Stats | None = None
+    first_visit: Stats | None = None
     fill: Stats | None = None
     accept: Stats | None = None
     batch64: Stats | None = None
@@ -296,10 +298,13 @@ class Row:
     compiled_mb: float | None = None
     masked_per_step: float | None = None
     notes: list[str] = field(default_factory=list)
+    compiled: Any = None  # the last compiled grammar (not reported; kept for the toolgrammar targets)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for k, v in self.__dict__.items():
+            if k == "compiled":
+                continue
             out[k] = v.to_json() if isinstance(v, Stats) else v
         return out
 
@@ -310,31 +315,37 @@ def measure(runner: EngineRunner, walk: Walk, reps: int, batch_reps: int, setup_
     inputs = [walk.input_ids(k) for k in range(n)]
 
     # Cold start: compile, then the whole walk (mask + apply on a fresh tensor, accept), scores made beforehand.
-    runner.fresh()
-    scores = [fresh_scores() for _ in range(n)]
-    t0 = now_ns()
-    compiled = runner.compile(walk.toolset)
-    t1 = now_ns()
-    state = runner.start(compiled)
-    for k, tid in enumerate(walk.ids):
-        runner.mask(state, scores[k], inputs[k])
-        runner.accept(state, tid)
-    t2 = now_ns()
-    row.cold_ms = (t2 - t0) / 1e6
-    compiles = [(t1 - t0) / 1e6]
-    # Soundness of the setup: the call's own token is never masked, and the grammar does mask something.
-    blocked = [k for k in range(n) if not torch.isfinite(scores[k][0, walk.ids[k]])]
-    if blocked:
-        raise RuntimeError(f"{runner.name}: the canonical call's token was masked at positions {blocked}")
-    row.masked_per_step = statistics.fmean(float(torch.isinf(s).sum()) for s in scores)
-
-    for _ in range(getattr(runner, "compile_reps", 3)):
+    # Repeated (each time from empty caches): the compile, the cold start and each token's first-visit time
+    # are medians over the repetitions (one build for engines whose compile takes seconds).
+    colds, compiles, first_ns = [], [], []
+    for rep in range(max(1, getattr(runner, "compile_reps", 3))):
         runner.fresh()
+        scores = [fresh_scores() for _ in range(n)]
+        t_row = []
         t0 = now_ns()
         compiled = runner.compile(walk.toolset)
-        compiles.append((now_ns() - t0) / 1e6)
+        t1 = now_ns()
+        state = runner.start(compiled)
+        for k, tid in enumerate(walk.ids):
+            a = now_ns()
+            runner.mask(state, scores[k], inputs[k])
+            t_row.append(now_ns() - a)
+            runner.accept(state, tid)
+        t2 = now_ns()
+        colds.append((t2 - t0) / 1e6)
+        compiles.append((t1 - t0) / 1e6)
+        first_ns.append(t_row)
+        if rep == 0:
+            # Soundness of the setup: the call's own token is never masked, and the grammar does mask something.
+            blocked = [k for k in range(n) if not torch.isfinite(scores[k][0, walk.ids[k]])]
+            if blocked:
+                raise RuntimeError(f"{runner.name}: the canonical call's token was masked at positions {blocked}")
+            row.masked_per_step = statistics.fmean(float(torch.isinf(s).sum()) for s in scores)
+    row.cold_ms = statistics.median(colds)
     row.compile_ms = statistics.median(compiles)
+    row.first_visit = per_position(first_ns)
     row.compiled_mb = (b / 2**20) if (b := runner.compiled_bytes(compiled)) is not None else None
+    row.compiled = compiled
 
     mask_ns: list[list[int]] = []
     accept_ns: list[list[int]] = []
@@ -372,17 +383,28 @@ def measure(runner: EngineRunner, walk: Walk, reps: int, batch_reps: int, setup_
     if fill_ns:
         row.fill = per_position(fill_ns)
 
-    # Batch 64: every row inside a block, at positions 0, 1, 2, ... of the walk (cycling).
+    # Batch 64: every row inside a block, at positions 1, 2, ..., n-1 of the walk (cycling; position 0 is the
+    # step that writes the opener, still outside the block).
     states = []
     for j in range(64):
         st = runner.start(compiled)
-        for tid in walk.ids[: j % n]:
+        for tid in walk.ids[: 1 + j % (n - 1)]:
             runner.accept(st, tid)
         states.append(st)
-    batch_ids = _left_padded([inputs[j % n][0].tolist() for j in range(64)], pad=151643)
+    batch_ids = _left_padded([inputs[1 + j % (n - 1)][0].tolist() for j in range(64)], pad=151643)
+    prepare = getattr(runner, "batch_prepare", None)
+    if prepare is not None:
+        prepare(states, batch_ids)  # untimed: a stateful processor follows every row up to its position
+    before = getattr(runner, "batch_before", None)
+    if before is not None:
+        before()
     if runner.batch_mask(states, fresh_scores(64), batch_ids):
         row.batch64 = time_op(
-            lambda s: runner.batch_mask(states, s, batch_ids), lambda: fresh_scores(64), batch_reps, warmup=3
+            lambda s: runner.batch_mask(states, s, batch_ids),
+            lambda: fresh_scores(64),
+            batch_reps,
+            warmup=3,
+            before=before,
         )
     par = getattr(runner, "batch_mask_parallel", None)
     if par is not None:
@@ -406,6 +428,16 @@ def real_masks(runner: XgrammarRunner, walk: Walk) -> dict[str, torch.Tensor]:
         f"a string ({allowed[most]:,} allowed)": masks[most],
         f"structure ({allowed[fewest]:,} allowed)": masks[fewest],
     }
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, Stats):
+        return x.to_json()
+    if isinstance(x, dict):
+        return {k: _jsonable(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_jsonable(v) for v in x]
+    return x
 
 
 def _left_padded(rows: list[list[int]], pad: int) -> torch.Tensor:
@@ -488,7 +520,8 @@ def report(info: dict[str, Any], walks: list[Walk], rows: list[Row], fl: dict[st
         out.append("")
         header = [
             "engine", "tokenizer setup", "compile", "mask p50", "mask mean", "mask max", "p50 / add_ floor",
-            "compute p50", "accept p50", "cold start", "batch 64", "masked/step", "compiled",
+            "first visit p50 / mean / max", "compute p50", "accept p50", "cold start", "batch 64", "masked/step",
+            "compiled",
         ]  # fmt: skip
         body = []
         for r in rows:
@@ -509,6 +542,9 @@ def report(info: dict[str, Any], walks: list[Walk], rows: list[Row], fl: dict[st
                     fmt_us(r.mask.mean if r.mask else None),
                     fmt_us(r.mask.max if r.mask else None),
                     f"{r.mask.p50 / floor_add:.1f}x" if r.mask and floor_add else "n/a",
+                    " / ".join(fmt_us(x) for x in (r.first_visit.p50, r.first_visit.mean, r.first_visit.max))
+                    if r.first_visit
+                    else "n/a",
                     fmt_us(r.fill.p50 if r.fill else None),
                     fmt_us(r.accept.p50 if r.accept else None),
                     fmt_ms(r.cold_ms),
@@ -571,6 +607,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rows: list[Row] = []
     bitmasks: dict[str, torch.Tensor] = {}
+    tg_runner = None
     for runner in runners():
         if args.only and not any(o in runner.name for o in args.only):
             continue
@@ -581,6 +618,8 @@ def main(argv: list[str] | None = None) -> int:
         t0 = now_ns()
         runner.setup(ctx)
         setup_ms = (now_ns() - t0) / 1e6
+        if runner.name.startswith("toolgrammar"):
+            tg_runner = runner
         for w in walks:
             print(f"... {runner.name}: {w.toolset.name}", file=sys.stderr, flush=True)
             rows.append(measure(runner, w, reps, batch_reps, setup_ms))
@@ -588,9 +627,25 @@ def main(argv: list[str] | None = None) -> int:
             bitmasks = real_masks(runner, walks[0])
     print("... floors", file=sys.stderr, flush=True)
     fl = floors(ctx, floor_reps, bitmasks, compiled_apply=args.compiled_apply)
+    extra = None
+    if tg_runner is not None:
+        import targets
+
+        print("... toolgrammar targets", file=sys.stderr, flush=True)
+        extra = targets.extra_measures(tg_runner, ctx, walks, rows, reps)
     cmd = "python bench/anchors.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    info["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     md = report(info, walks, rows, fl, cmd.strip())
-    md += f"\n\nTotal run: {time.perf_counter() - started:.0f} s."
+    if extra is not None and any(r.name.startswith("xgrammar") and not r.skipped for r in rows):
+        md += "\n\n## toolgrammar's targets (issue 3)\n\n" + targets.targets_markdown(
+            tg_runner.name, rows, fl, extra, walks
+        )
+    md += (
+        f"\n\nTotal run: {time.perf_counter() - started:.0f} s; load average "
+        f"{info['load_average'][0]} at the start, {info['load_average_end'][0]} at the end."
+    )
+    if tg_runner is not None:
+        tg_runner.cleanup()
     print(md)
     if not args.no_write and not args.only and not args.quick:
         data = {
@@ -598,6 +653,7 @@ def main(argv: list[str] | None = None) -> int:
             "walks": [{"toolset": w.toolset.name, "tokens": len(w.ids), "block": w.toolset.block_text} for w in walks],
             "rows": [r.to_json() for r in rows],
             "floors": {k: {kind: s.to_json() for kind, s in v.items()} for k, v in fl.items()},
+            "toolgrammar": _jsonable(extra),
         }
         md_path, js_path = write_results("anchors", md, data)
         print(f"\nwrote {md_path.relative_to(md_path.parents[2])} and {js_path.name}", file=sys.stderr)

@@ -289,14 +289,20 @@ def time_op(
     *,
     fresh: bool = True,
     warmup: int = 20,
+    before: Callable[[], Any] | None = None,
 ) -> Stats:
     """Time ``op(tensor)`` ``reps`` times after ``warmup`` untimed calls; a new tensor from ``make()``
-    each time when ``fresh`` (allocated outside the timed region), else one tensor, cache-hot."""
+    each time when ``fresh`` (allocated outside the timed region), else one tensor, cache-hot.
+    ``before()``, when given, runs untimed before every call (to put a stateful op back where it was)."""
     hot = make()
     for _ in range(warmup):
+        if before is not None:
+            before()
         op(make() if fresh else hot)
     out = []
     for _ in range(reps):
+        if before is not None:
+            before()
         t = make() if fresh else hot
         t0 = now_ns()
         op(t)

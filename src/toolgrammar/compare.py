@@ -41,8 +41,10 @@ every run with prompt, both raw outputs, parses, error kinds and timings), ``rep
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
+import inspect
 import json
 import os
 import platform
@@ -238,6 +240,8 @@ class CompareConfig:
     """Repository the sandbox copies for multi-turn runs; ``None``: the bundled example repository."""
     test_timeout_s: float = 60.0
     """Limit of one ``run_tests`` call in the sandbox."""
+    prefix_cache: bool = True
+    """Compute the KV cache of the prompts' shared start (the system turn with the tools) once."""
 
     def grammar_options(self) -> dict[str, Any]:
         """The keyword options of :class:`~toolgrammar.hf.ToolCallLogitsProcessor`."""
@@ -349,6 +353,8 @@ class HFGenerator:
         pad = tok.pad_token_id
         self.pad_id = pad if pad is not None else self.eos_ids[0]
         self._processor: Any = None
+        self._prefix_key: tuple[int, ...] | None = None
+        self._prefix_value: Any = None
         self.processor_seconds = 0.0
 
     @property
@@ -374,6 +380,17 @@ class HFGenerator:
             enable_thinking=self.config.reasoning != "disabled",
         )
 
+    def _prefix_cache(self, prefix: list[int]) -> Any:
+        """The KV cache of ``prefix`` (batch 1), computed once per distinct prefix and kept."""
+        key = tuple(prefix)
+        if self._prefix_key != key:
+            torch = self.torch
+            with torch.inference_mode():
+                out = self.model(input_ids=torch.tensor([prefix], dtype=torch.long), use_cache=True)
+            self._prefix_key = key
+            self._prefix_value = getattr(out, "cache", None) or out.past_key_values
+        return self._prefix_value
+
     def generate(
         self, prompts: list[str], *, constrained: bool, seed: int, on_step: Callable[[int], None] | None = None
     ) -> list[Generation]:
@@ -382,11 +399,33 @@ class HFGenerator:
 
         encoded = [self.tokenizer.encode(p, add_special_tokens=False) for p in prompts]
         width = max(len(e) for e in encoded)
+        # The prompts share the chat template's system turn (the tool list: about 550 tokens). Its KV
+        # cache is computed once and every row starts from it; each row's own suffix is left-padded
+        # *after* the shared prefix. Position ids come from the attention mask's cumulative sum, so
+        # the padding in the middle changes nothing but the work saved (prefill was a third of the
+        # default run's time on 2 cores).
+        shared = 0
+        if self.config.prefix_cache and len(encoded) > 0:
+            shortest = min(len(e) for e in encoded)
+            first = encoded[0]
+            while shared < shortest - 1 and all(e[shared] == first[shared] for e in encoded):
+                shared += 1
+            if shared < 64:
+                shared = 0
         input_ids = torch.full((len(encoded), width), self.pad_id, dtype=torch.long)
         attention = torch.zeros((len(encoded), width), dtype=torch.long)
         for row, ids in enumerate(encoded):
-            input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-            attention[row, width - len(ids) :] = 1
+            input_ids[row, :shared] = torch.tensor(ids[:shared], dtype=torch.long)
+            attention[row, :shared] = 1
+            input_ids[row, width - len(ids) + shared :] = torch.tensor(ids[shared:], dtype=torch.long)
+            attention[row, width - len(ids) + shared :] = 1
+        extra: dict[str, Any] = {}
+        if shared:
+            cache = copy.deepcopy(self._prefix_cache(encoded[0][:shared]))
+            cache.batch_repeat_interleave(len(encoded))
+            # transformers 5 calls the keyword ``cache``; 4.x called it ``past_key_values``
+            forward = inspect.signature(self.model.forward).parameters
+            extra["cache" if "cache" in forward else "past_key_values"] = cache
 
         generator = self
 
@@ -428,6 +467,7 @@ class HFGenerator:
                 pad_token_id=self.pad_id,
                 eos_token_id=self.eos_ids,
                 **sampling,
+                **extra,
             )
         new = out[:, width:].tolist()
         errors = list(inner.errors) if inner is not None else [None] * len(new)

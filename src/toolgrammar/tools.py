@@ -335,8 +335,9 @@ def load_tools(
     # Validation is the slow part (jsonschema meta-checks every schema: ~3 ms a tool), and
     # processors are built again and again for the same tools: remember recent results.
     try:
-        memo_key: str | None = mode + "\0" + json.dumps(entries, sort_keys=True, allow_nan=False)
-    except (TypeError, ValueError):
+        # Key order is kept (property order shapes the grammar), so equal text means an equal tool list.
+        memo_key: str | None = mode + "\0" + json.dumps(entries, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
         memo_key = None  # not plain JSON data: the checks below will say what is wrong
     if memo_key is None:
         return _load_entries(entries, mode)

@@ -141,7 +141,15 @@ def turn_structural_tag(turn: TurnGrammar) -> dict[str, Any]:
     m = fmt.markers
     choice = opts.tool_choice
     tools = turn.tools
-    free = _any_text(m.block_open)
+    not_prefixed = getattr(fmt, "free_text_not_prefixed", None)
+    if not_prefixed:
+        raise GrammarError(
+            f"the structured-outputs route cannot carry the {fmt.name!r} format: its free text must not start with "
+            f"{not_prefixed!r}, which needs a lookahead that xgrammar does not support; use the logits processor "
+            "(toolgrammar.vllm.VllmToolCallLogitsProcessor)"
+        )
+    free = _any_text(m.block_open, *getattr(fmt, "free_text_avoid", ()))
+    think_avoid = [w for w in getattr(fmt, "think_avoid", ()) if w != m.think_close]
     cut_ok = choice in ("auto", "none")
 
     if choice == "none" or not len(tools):
@@ -169,10 +177,10 @@ def turn_structural_tag(turn: TurnGrammar) -> dict[str, Any]:
     if opts.reasoning == "disabled":
         return _tag_root(content)
     begin = m.think_open if opts.reasoning == "enabled" else ""
-    thought = {"type": "tag", "begin": begin, "content": {"type": "any_text"}, "end": m.think_close}
+    thought = {"type": "tag", "begin": begin, "content": _any_text(*think_avoid), "end": m.think_close}
     branches = [_sequence(thought, content)]
     if cut_ok:  # the turn may end (or be cut) while thinking
-        unfinished = _any_text(m.think_close)
+        unfinished = _any_text(m.think_close, *think_avoid)
         branches.append(_sequence({"type": "const_string", "value": begin}, unfinished) if begin else unfinished)
     if opts.reasoning == "enabled":
         branches.append(content)
@@ -184,7 +192,7 @@ def _tag_root(fmt: dict[str, Any]) -> dict[str, Any]:
 
 
 def _any_text(*excludes: str) -> dict[str, Any]:
-    return {"type": "any_text", "excludes": [e for e in excludes if e]}
+    return {"type": "any_text", "excludes": list(dict.fromkeys(e for e in excludes if e))}
 
 
 def _sequence(*elements: dict[str, Any]) -> dict[str, Any]:
@@ -240,8 +248,6 @@ def _find_lookaround(node: Node) -> str | None:
             return f"text that must avoid {words}"
         if isinstance(n, NotPrefixed):
             return f"text that must not start with {n.word.decode('utf-8', 'replace')!r}"
-        if isinstance(n, Group) and n.regex is not None:
-            continue  # rendered by its own regex (a character class)
         if isinstance(n, (Seq, Alt)):
             stack.extend(n.items)
         elif isinstance(n, (Repeat, Shared, Group)):
