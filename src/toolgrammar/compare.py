@@ -357,6 +357,10 @@ class HFGenerator:
         self._prefix_value: Any = None
         self.processor_seconds = 0.0
 
+    def prepare(self) -> None:
+        """Build the processor now (compiling the grammar), so bad options fail before any generation."""
+        _ = self.processor
+
     @property
     def processor(self) -> Any:
         if self._processor is None:
@@ -1092,14 +1096,24 @@ def run_compare(
                 "rerun with the same options, or drop --resume to start over"
             )
 
-    if generator is None:
-        from .models import ModelError, load_model
+    try:  # everything that can fail on bad input fails here, before any generation
+        if generator is None:
+            from .models import load_model
 
+            generator = HFGenerator(load_model(config.model), tools, config)
+        prepare_generator = getattr(generator, "prepare", None)
+        if prepare_generator is not None:
+            prepare_generator()  # builds the grammar: bad tools or options for this tokenizer fail now
         try:
-            loaded = load_model(config.model)
-        except ModelError as error:
-            raise CompareError(str(error)) from error
-        generator = HFGenerator(loaded, tools, config)
+            prompt_example = generator.render(_initial_messages(tasks[0], config), tools.to_openai())
+        except Exception as error:
+            raise CompareError(
+                f"model {config.model!r}: the chat template failed on the first task ({type(error).__name__}: {error})"
+            ) from error
+    except CompareError:
+        raise
+    except ToolgrammarError as error:
+        raise CompareError(str(error)) from error
 
     size = config.batch_size or len(tasks)
     plan = [(seed, index, batch) for seed in config.seeds for index, batch in enumerate(_batches(tasks, size))]
@@ -1167,7 +1181,7 @@ def run_compare(
     order = {(s, t.id): (i, j) for i, s in enumerate(config.seeds) for j, t in enumerate(tasks)}
     runs.sort(key=lambda r: order.get((r["seed"], r["task_id"]), (1 << 30, 0)))
     environment = _environment(generator)
-    environment["prompt_example"] = generator.render(_initial_messages(tasks[0], config), tools.to_openai())
+    environment["prompt_example"] = prompt_example
     report = Report(config.to_dict(), summarize(runs, timings), runs, out, environment)
     (out / "report.json").write_text(
         json.dumps(report.to_dict(), ensure_ascii=False, indent=1) + "\n", encoding="utf-8"

@@ -209,42 +209,54 @@ def compile_turn(tools: object, *, mode: str = "schema", cache: bool = True, **o
 
 
 def turn_node(tools: ToolSet, options: GrammarOptions, fmt: ToolCallFormat) -> Node:
+    """The expression tree of a whole turn (see the module docstring for its shape).
+
+    The format says what its parser reads as markup in free text and in reasoning
+    (:attr:`~toolgrammar.formats.base.ToolCallFormat.free_text_avoid` and friends), so the free
+    regions exclude exactly what would change the parse.
+    """
     m = fmt.markers
     choice = options.tool_choice
     if choice not in ("auto", "none") and not len(tools):
         raise GrammarError(f"tool_choice={choice!r} needs at least one tool, but the tool list is empty")
     cut_ok = choice in ("auto", "none")  # may the turn end (or be cut) before any call?
+    free_words = fmt.free_text_avoid or (m.block_open,)
+    think_words = fmt.think_avoid or (m.think_close,)
 
-    def free(*avoid: str, safe: bool) -> Node:
-        return group(avoiding(star(ANY_TEXT_SYMBOL), *avoid), safe=safe)
+    def free(*, safe: bool) -> Node:
+        text: Node = avoiding(star(ANY_TEXT_SYMBOL), *free_words)
+        if fmt.free_text_not_prefixed:
+            text = not_prefixed(text, fmt.free_text_not_prefixed)
+        return group(text, safe=safe)
 
+    calls: Node | None = None  # the blocks and what follows them
     if choice == "none" or not len(tools):
-        content = seq(free(m.block_open, safe=True), END)
+        content = seq(free(safe=True), END)
     else:
         block = fmt.block_grammar(tools, options)
         blocks = seq(block, star(seq(lit(m.call_separator), block))) if options.parallel_tool_calls else block
-        after_last = seq(group(blocks, safe=False), _after_calls(options, m.block_open, free))
+        after = END if options.after_calls == "end" else seq(free(safe=True), END)
+        calls = seq(group(blocks, safe=False), after)
         if choice == "auto":
-            content = seq(free(m.block_open, safe=True), alt(after_last, END))
+            content = seq(free(safe=True), alt(calls, END))
         elif choice == "required":
-            content = seq(free(m.block_open, safe=False), after_last)
+            content = seq(free(safe=False), calls)
         else:  # a named tool: that call, straight away
-            content = after_last
+            content = calls
 
-    think = free(m.think_close, safe=cut_ok)
-    think_end = alt(seq(lit(m.think_close), content), END) if cut_ok else seq(lit(m.think_close), content)
+    think = group(avoiding(star(ANY_TEXT_SYMBOL), *think_words), safe=cut_ok)
+    endings = [seq(lit(m.think_close), content)]
+    if calls is not None and m.block_open in think_words:
+        endings.append(calls)  # this format's parser ends the reasoning at a block opener too
+    if cut_ok:
+        endings.append(END)
+    think_end = alt(*endings)
     if options.reasoning == "disabled":
         return content
     if options.reasoning == "prefilled":
         return seq(think, think_end)
     # Content that starts with the opener would be read as reasoning: keep the two branches apart.
     return alt(seq(lit(m.think_open), think, think_end), not_prefixed(content, m.think_open))
-
-
-def _after_calls(options: GrammarOptions, opener: str, free: object) -> Node:
-    if options.after_calls == "end":
-        return END
-    return seq(free(opener, safe=True), END)  # type: ignore[operator]
 
 
 def _literals(tools: ToolSet, options: GrammarOptions, fmt: ToolCallFormat) -> tuple[str, ...]:

@@ -54,6 +54,14 @@ class ToolCallFormat(ABC):
 
     name: ClassVar[str]
     markers: ClassVar[Markers] = Markers()
+    free_text_avoid: ClassVar[tuple[str, ...] | None] = None
+    """What free text may not contain because this format's parser would read it as markup
+    (default: the block opener, which starts a block)."""
+    free_text_not_prefixed: ClassVar[str | None] = None
+    """What a run of free text may not start with (for parsers that read a bare block there)."""
+    think_avoid: ClassVar[tuple[str, ...] | None] = None
+    """What reasoning may not contain (default: the closing think marker, which ends it). If the
+    block opener is listed, a block may directly follow the reasoning text."""
 
     @abstractmethod
     def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
