@@ -230,3 +230,23 @@ def test_malformed_and_truncated_fixtures_are_masked(hermes_fixtures, vocab):
         checked += 1
     assert checked >= 12
     assert not unmasked, f"non-canonical outputs the grammar let through: {unmasked}"
+
+
+@pytest.mark.parametrize(
+    ("toolset", "options"),
+    [("seed-strings", {}), ("typed", {"reasoning": "prefilled", "escape_markers": True}),
+     ("freeform", {"whitespace": "flexible"}), ("nested", {"format": "qwen-xml"})],
+)
+def test_vectorized_walk_equals_a_token_by_token_walk(vocab, toolset, options):
+    """The walk's shortcuts (looping states, whole UTF-8 characters, first-character entry) change nothing."""
+    tg = TokenGrammar(compile_turn(TOOLSETS[toolset], **options), vocab)
+    table = tg.table
+    rng = np.random.default_rng(5)
+    sample = rng.choice(table.n_tokens, size=2500, replace=False)
+    states = [tg.start, *rng.choice(tg.n_states, size=min(10, tg.n_states), replace=False).tolist()]
+    for state in states:
+        fast = table.walk(tg.transitions, int(state), tg.loops)
+        sparse = table.walk_ids(tg.transitions, int(state), sample, tg.loops)
+        for token, got_sparse in zip(sample.tolist(), sparse.tolist(), strict=True):
+            expected = tg.step(int(state), token)
+            assert fast[token] == expected == got_sparse, (state, token, vocab.token_bytes[token])

@@ -650,3 +650,20 @@ def test_render_value() -> None:
     assert render_value({"a": [1, "é"]}) == '{"a": [1, "é"]}'
     assert render_value(True) == "true" and render_value(True, python_literals=True) == "True"
     assert render_value(None, python_literals=True) == "None" and render_value(1e20) == "1e+20"
+
+
+@pytest.mark.parametrize("line", ["x = 1\n", "<div>a</div>\n"])
+def test_a_long_value_streams_in_linear_time(line: str) -> None:
+    """A 100k-character value fed 4 characters at a time: the value search resumes where it stopped
+    instead of re-reading the value per chunk (quadratic: minutes; here well under a second)."""
+    import time
+
+    value = line * (100_000 // len(line))
+    text = render_call("write_file", {"path": "big.txt", "content": value})
+    started = time.perf_counter()
+    parser = TurnStreamParser(TOOLS, format="qwen-xml")
+    for i in range(0, len(text), 4):
+        parser.feed(text[i : i + 4])
+    turn = parser.finish()
+    assert time.perf_counter() - started < 15
+    assert turn.tool_calls[0].arguments["content"] == value

@@ -428,6 +428,20 @@ def test_real_vllm_both_routes(tmp_path: Path) -> None:
     assert any(r["calls"] for r in so), "the structured-outputs route produced no call at all"
 
 
+@pytest.mark.slow
+def test_example_runs_as_documented() -> None:
+    """examples/vllm_offline.py, as its docstring says to run it: the processor's call is valid."""
+    example = TOOLS_FILE.parents[1] / "vllm_offline.py"
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
+    proc = subprocess.run([sys.executable, str(example)], env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+    sections = proc.stdout.split("--- ")
+    processor = next(s for s in sections if s.startswith("logits processor"))
+    assert "  call: write_file(" in processor, proc.stdout
+    assert "  error:" not in processor, proc.stdout
+    assert any(s.startswith("structured outputs") for s in sections), proc.stdout
+
+
 # ------------------------------------------------------------------------------------------------
 # Driver (run as a script, in its own process: vLLM spawns workers)
 # ------------------------------------------------------------------------------------------------

@@ -95,6 +95,52 @@ class TokenTable:
         sym = flat.astype(np.int64)
         np.bitwise_or.at(words, (token_of_pos, sym // 64), (np.uint64(1) << (sym % 64).astype(np.uint64)))
         self.symbol_words = words
+        # Cheaper test for states that loop on text (inside a string, in free text): ASCII bytes
+        # against the loop set (2 words), and whole UTF-8 characters against the state's UTF-8
+        # behaviour, computed once per state (:func:`_utf8_returns`).
+        self.low0 = np.ascontiguousarray(words[:, 0])
+        self.low1 = np.ascontiguousarray(words[:, 1])
+        self.has_high = (words[:, 2] | words[:, 3]) != 0
+        self.is_control = marker != 0
+        self.control_ids = np.flatnonzero(marker != 0)
+        self.control_symbol = np.where(marker == 1, SPECIAL, np.where(marker == 2, EOS, -1)).astype(np.int16)
+        whole = np.zeros(n, dtype=bool)
+        for i in np.flatnonzero(self.has_high).tolist():
+            try:
+                vocab.token_bytes[i].decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            whole[i] = True
+        self.utf8_whole = whole
+        # The same, for each token's tail after its first character: a token that enters a looping
+        # state on its first character (a quote opening a string, a letter or a CJK character
+        # starting free text) and whose tail loops there ends there, without being walked.
+        first_len = np.zeros(n, dtype=np.int64)
+        first_byte = np.where(marker == 0, flat[offsets], 0).astype(np.int64)
+        first_len[first_byte < 0x80] = 1
+        first_len[(first_byte >= 0xC2) & (first_byte <= 0xDF)] = 2
+        first_len[(first_byte >= 0xE0) & (first_byte <= 0xEF)] = 3
+        first_len[(first_byte >= 0xF0) & (first_byte <= 0xF4)] = 4
+        first_len[marker != 0] = 1
+        first_len[first_len > lengths] = 0  # a partial character: no shortcut
+        pos_in_token = np.arange(len(flat)) - np.repeat(offsets, lengths)
+        tail = pos_in_token >= np.repeat(np.maximum(first_len, 1), lengths)
+        tail_words = np.zeros((n, 5), dtype=np.uint64)
+        np.bitwise_or.at(
+            tail_words, (token_of_pos[tail], sym[tail] // 64), (np.uint64(1) << (sym[tail] % 64).astype(np.uint64))
+        )
+        self.first_char_len = first_len
+        self.tail_low0 = np.ascontiguousarray(tail_words[:, 0])
+        self.tail_low1 = np.ascontiguousarray(tail_words[:, 1])
+        self.tail_has_high = (tail_words[:, 2] | tail_words[:, 3]) != 0
+        tail_whole = np.zeros(n, dtype=bool)
+        for i in np.flatnonzero(self.tail_has_high & (first_len > 0)).tolist():
+            try:
+                vocab.token_bytes[i][int(first_len[i]) :].decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            tail_whole[i] = True
+        self.tail_utf8_whole = tail_whole
         self.first_symbol = flat[offsets].astype(np.int64)
         second = np.where(lengths > 1, flat[np.minimum(offsets + 1, len(flat) - 1)], N_SYMBOLS).astype(np.int64)
         self.first_pair = self.first_symbol * (N_SYMBOLS + 1) + second
@@ -112,58 +158,176 @@ class TokenTable:
         o = self.offsets[token]
         return self.flat[o : o + self.lengths[token]]
 
-    def walk(self, transitions: np.ndarray, state: int, self_loop: np.ndarray | None = None) -> np.ndarray:
-        """End state of every token from ``state`` (DEAD where rejected). ``transitions`` has a dead last row.
-
-        Three cheap filters before any walking: tokens whose first symbol is rejected are dead (in a
-        literal state that is nearly all of them); tokens made only of symbols that loop on the state
-        stay in it (inside a string that is most of them); only the rest are walked, symbol by
-        symbol, longest first, dropping tokens as they die.
-        """
-        out = np.full(self.n_tokens, DEAD, dtype=np.int32)
+    def candidates(self, transitions: np.ndarray, state: int) -> np.ndarray:
+        """Tokens whose first two symbols the automaton accepts from ``state`` (bool per token)."""
         row = transitions[state]
         # Valid two-symbol prefixes (column N_SYMBOLS: the token ends after one symbol).
         pair_ok = np.empty((N_SYMBOLS, N_SYMBOLS + 1), dtype=bool)
         pair_ok[:, :N_SYMBOLS] = transitions[row] >= 0
         pair_ok[:, N_SYMBOLS] = row >= 0
-        candidates = pair_ok.reshape(-1)[self.first_pair]
-        if self_loop is not None and self_loop.any():
-            loop_words = np.zeros(5, dtype=np.uint64)
-            for s in np.flatnonzero(self_loop).tolist():
-                loop_words[s // 64] |= np.uint64(1) << np.uint64(s % 64)
-            outside = self.symbol_words[:, 0] & ~loop_words[0]
-            for k in range(1, 5):
-                outside |= self.symbol_words[:, k] & ~loop_words[k]
+        return pair_ok.reshape(-1)[self.first_pair]
+
+    def walk(self, transitions: np.ndarray, state: int, loops: Loops | None = None) -> np.ndarray:
+        """End state of every token from ``state`` (DEAD where rejected). ``transitions`` has a dead last row.
+
+        Cheap filters before any walking: tokens whose first two symbols are rejected are dead (in
+        a literal state that is nearly all of them); tokens made of symbols (and whole UTF-8
+        characters) that loop on the state stay in it (inside a string, most of them); tokens that
+        enter a looping state on their first symbol and loop there after it end there. Only the
+        rest are walked (:meth:`walk_ids`).
+        """
+        out = np.full(self.n_tokens, DEAD, dtype=np.int32)
+        candidates = self.candidates(transitions, state)
+        if loops is not None and loops.any[state]:
+            low = loops.low[state]
+            outside = self.low0 & ~low[0]
+            outside |= self.low1 & ~low[1]
             stays = outside == 0
+            stays &= ~self.has_high | (self.utf8_whole & loops.utf8_returns(state))
+            cs = self.control_symbol[self.control_ids]
+            stays[self.control_ids] = ((cs == SPECIAL) & loops.special[state]) | ((cs == EOS) & loops.eos[state])
             out[stays] = state
             candidates &= ~stays
-        n_candidates = int(np.count_nonzero(candidates))
-        if n_candidates < 16384:
-            ids = np.flatnonzero(candidates)
-            ids = ids[np.argsort(-self.lengths[ids], kind="stable")]
-        else:
-            ids = self.by_length[candidates[self.by_length]]
+        ids = np.flatnonzero(candidates)
+        out[ids] = self.walk_ids(transitions, state, ids, loops)
+        return out
+
+    def walk_ids(self, transitions: np.ndarray, state: int, ids: np.ndarray, loops: Loops | None = None) -> np.ndarray:
+        """End state of each token in ``ids`` from ``state`` (DEAD where rejected)."""
+        result = np.full(len(ids), DEAD, dtype=np.int32)
         if not len(ids):
-            return out
+            return result
+        pending = np.ones(len(ids), dtype=bool)
+        row = transitions[state]
+        if loops is not None:
+            # One character, then a looping state whose loop holds the rest of the token.
+            flen = self.first_char_len[ids]
+            offs = self.offsets[ids]
+            q = np.where(flen > 0, row[self.first_symbol[ids]], DEAD)
+            for k in (1, 2, 3):
+                more = flen > k
+                if more.any():
+                    q[more] = transitions[q[more], self.flat[offs[more] + k]]
+            enter = (q >= 0) & loops.any[np.maximum(q, 0)] & ~self.is_control[ids]
+            where = np.flatnonzero(enter)
+            if len(where):
+                sub, qs = ids[where], q[where]
+                fits = ((self.tail_low0[sub] & ~loops.low0[qs]) | (self.tail_low1[sub] & ~loops.low1[qs])) == 0
+                high = self.tail_has_high[sub]
+                if high.any():
+                    ok_state = np.zeros(len(loops.any), dtype=bool)
+                    for x in np.flatnonzero(np.bincount(qs[high], minlength=len(loops.any))).tolist():
+                        ok_state[x] = loops.utf8_returns(x)
+                    fits &= ~high | (self.tail_utf8_whole[sub] & ok_state[qs])
+                result[where[fits]] = qs[fits]
+                pending[where[fits]] = False
+        rest = np.flatnonzero(pending)
+        if len(rest):
+            order = rest[np.argsort(-self.lengths[ids[rest]], kind="stable")]
+            result[order] = self._walk_sorted(transitions, state, ids[order])
+        return result
+
+    def _walk_sorted(self, transitions: np.ndarray, state: int, ids: np.ndarray) -> np.ndarray:
+        """Walk ``ids`` (sorted by length, longest first) symbol by symbol; returns their end states."""
+        result = np.full(len(ids), DEAD, dtype=np.int32)
+        position = np.arange(len(ids))  # where each still-walking token's result goes
         lens = self.lengths[ids]
         offs = self.offsets[ids]
         cur = np.full(len(ids), state, dtype=np.int32)
         neg_lens = -lens
         j = 0
+        # active[j]: how many tokens are longer than j (lens sorted descending).
+        active = np.searchsorted(neg_lens, -np.arange(int(-neg_lens[0]) + 1), side="left")
         while len(ids):
-            n_active = int(np.searchsorted(neg_lens, -j, side="left"))  # lens sorted descending: lens > j
+            n_active = int(active[j]) if j < len(active) else 0
             if n_active == 0:
+                break
+            if n_active <= 16:
+                # A few long tokens left (runs of spaces, dashes...): numpy's per-call overhead would
+                # dominate, so finish them one by one.
+                for k in range(n_active):
+                    state_k = int(cur[k])
+                    for x in self.flat[offs[k] + j : offs[k] - neg_lens[k]].tolist():
+                        state_k = int(transitions[state_k, x])
+                        if state_k < 0:
+                            break
+                    cur[k] = state_k
                 break
             cur[:n_active] = transitions[cur[:n_active], self.flat[offs[:n_active] + j]]
             j += 1
             alive = cur[:n_active] >= 0
-            if not alive.all():
-                # Drop dead tokens (their result is DEAD already) and write the finished ones out.
-                out[ids[n_active:]] = cur[n_active:]
+            n_alive = int(np.count_nonzero(alive))
+            if n_alive * 2 < n_active:
+                # Drop dead tokens (their result is DEAD already; dead ones kept so far stay dead
+                # through the dead row) and write the finished ones out.
+                result[position[n_active:]] = cur[n_active:]
                 ids, offs, cur = ids[:n_active][alive], offs[:n_active][alive], cur[:n_active][alive]
+                position = position[:n_active][alive]
                 neg_lens = neg_lens[:n_active][alive]
-        out[ids] = cur
-        return out
+                if not len(ids):
+                    break
+                active = np.zeros(j, dtype=np.int64)
+                active = np.concatenate([active, np.searchsorted(neg_lens, -np.arange(j, int(-neg_lens[0]) + 1))])
+        result[position] = cur
+        return result
+
+
+class Loops:
+    """What each state of an automaton loops on, for :meth:`TokenTable.walk`'s shortcuts."""
+
+    def __init__(self, transitions: np.ndarray):
+        n = transitions.shape[0]  # includes the dead row
+        loop = transitions == np.arange(n, dtype=np.int32)[:, None]
+        loop[-1] = False
+        weights = np.uint64(1) << np.arange(64, dtype=np.uint64)
+        self.low = np.stack(
+            [np.bitwise_or.reduce(loop[:, k * 64 : (k + 1) * 64].astype(np.uint64) * weights, axis=1) for k in (0, 1)],
+            axis=1,
+        )
+        self.low0 = np.ascontiguousarray(self.low[:, 0])
+        self.low1 = np.ascontiguousarray(self.low[:, 1])
+        self.special = loop[:, SPECIAL].copy()
+        self.eos = loop[:, EOS].copy()
+        self.any = loop.any(axis=1)
+        self._transitions = transitions
+        self._utf8: dict[int, bool] = {}
+
+    def utf8_returns(self, state: int) -> bool:
+        got = self._utf8.get(state)
+        if got is None:
+            got = self._utf8[state] = _utf8_returns(self._transitions, state)
+        return got
+
+
+_UTF8_PATTERNS: tuple[tuple[tuple[int, int], ...], ...] = (
+    ((0xC2, 0xDF), (0x80, 0xBF)),
+    ((0xE0, 0xE0), (0xA0, 0xBF), (0x80, 0xBF)),
+    ((0xE1, 0xEC), (0x80, 0xBF), (0x80, 0xBF)),
+    ((0xED, 0xED), (0x80, 0x9F), (0x80, 0xBF)),
+    ((0xEE, 0xEF), (0x80, 0xBF), (0x80, 0xBF)),
+    ((0xF0, 0xF0), (0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF)),
+    ((0xF1, 0xF3), (0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF)),
+    ((0xF4, 0xF4), (0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF)),
+)
+"""Every well-formed UTF-8 multi-byte character, as byte ranges per position (RFC 3629)."""
+
+
+def _utf8_returns(transitions: np.ndarray, state: int) -> bool:
+    """Whether every well-formed multi-byte UTF-8 character leads from ``state`` back to ``state``.
+
+    Then a token made of whole characters and of ASCII bytes that loop on the state stays in it,
+    without being walked (inside a JSON string, that is nearly every CJK or emoji token).
+    """
+    for pattern in _UTF8_PATTERNS:
+        cur = np.array([state], dtype=np.int64)
+        for lo, hi in pattern:
+            nxt = transitions[cur][:, lo : hi + 1]
+            if (nxt < 0).any():
+                return False
+            cur = np.unique(nxt)
+        if not (cur == state).all():
+            return False
+    return True
 
 
 _tables: dict[str, TokenTable] = {}
@@ -216,7 +380,7 @@ class TokenGrammar:
         self.transitions = np.vstack([dfa.transitions, np.full((1, N_SYMBOLS), DEAD, dtype=np.int32)])
         self.start = dfa.start
         self.n_states = dfa.n_states
-        self.self_loop = dfa.transitions == np.arange(dfa.n_states, dtype=np.int32)[:, None]
+        self.loops = Loops(self.transitions)
         self.eos_allowed = dfa.transitions[:, EOS] >= 0
         self.safe = dfa.safe | self.eos_allowed | dfa.accepting
         self.key = hashlib.sha256((grammar.fingerprint + vocab.fingerprint).encode()).hexdigest()
@@ -296,9 +460,21 @@ class TokenGrammar:
 
     def _walk(self, state: int) -> np.ndarray:
         self.n_walks += 1
-        return self.table.walk(self.transitions, state, self.self_loop[state])
+        return self.table.walk(self.transitions, state, self.loops)
 
     def _compute(self, state: int) -> StateMask:
+        table = self.table
+        if not self.loops.any[state]:
+            # A literal state: few tokens can even start here, so stay sparse (no vocabulary-wide arrays).
+            candidates = np.flatnonzero(table.candidates(self.transitions, state))
+            if len(candidates) * 4 <= table.n_tokens:
+                self.n_walks += 1
+                nxt = table.walk_ids(self.transitions, state, candidates, self.loops)
+                need = np.where(nxt >= 0, self.dist[np.maximum(nxt, 0)], INF)
+                ok = need < INF
+                allowed = candidates[ok].astype(np.int64)
+                max_need = int(need[ok].max()) if ok.any() else 0
+                return StateMask(False, None, allowed, len(allowed), max_need)
         nxt = self._walk(state)
         ok = nxt >= 0
         need = np.where(ok, self.dist[np.maximum(nxt, 0)], INF)

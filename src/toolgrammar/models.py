@@ -108,13 +108,16 @@ def tiny_random_qwen3(vocab_size: int = 151_936, *, seed: int = 0) -> Any:
     """A randomly initialised tiny ``Qwen3ForCausalLM`` (hidden 128, 2 layers, 2 heads of 64, tied embeddings).
 
     ``vocab_size`` defaults to the real Qwen3 logit width (151,936 columns for 151,669 tokenizer ids),
-    so processors see the same shapes as with a real model. Deterministic for a given ``seed`` (the
+    so processors see the same shapes as with a real model; its pad and end-of-turn ids are Qwen's
+    (``<|endoftext|>``, ``<|im_end|>``) when the vocabulary is that large, unset otherwise. Deterministic for a given ``seed`` (the
     global torch RNG is left as it was). Builds in about 0.3 s; about 20 M parameters, almost all in
     the embedding.
     """
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
+    qwen_ids = vocab_size > 151_645  # <|endoftext|> 151643, <|im_end|> 151645 exist only in a full-size vocabulary
+    pad, eos = (151_643, 151_645) if qwen_ids else (None, None)
     config = Qwen3Config(
         vocab_size=vocab_size,
         hidden_size=128,
@@ -125,15 +128,16 @@ def tiny_random_qwen3(vocab_size: int = 151_936, *, seed: int = 0) -> Any:
         head_dim=64,
         max_position_embeddings=4096,
         tie_word_embeddings=True,
-        bos_token_id=151643,
-        eos_token_id=151645,
-        pad_token_id=151643,
+        bos_token_id=pad,
+        eos_token_id=eos,
+        pad_token_id=pad,
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = Qwen3ForCausalLM(config)
-    model.generation_config.pad_token_id = 151643
-    model.generation_config.eos_token_id = [151645, 151643]
+    if qwen_ids:
+        model.generation_config.pad_token_id = pad
+        model.generation_config.eos_token_id = [eos, pad]
     return model.eval()
 
 

@@ -283,6 +283,8 @@ class Sandbox:
             )
         except subprocess.TimeoutExpired:
             return f"error: the tests did not finish within {self.test_timeout_s:g} s"
-        output = (done.stdout + done.stderr).strip()
+        # Tracebacks name files by absolute path: show them relative to the repository, so results do not
+        # depend on the temporary directory's random name (same result in both modes, and on resume).
+        output = (done.stdout + done.stderr).strip().replace(f"{self.root}{os.sep}", "").replace(str(self.root), ".")
         status = "passed" if done.returncode == 0 else f"failed (exit code {done.returncode})"
         return f"{output}\n\ntests {status}"

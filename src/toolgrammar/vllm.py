@@ -148,8 +148,14 @@ def turn_structural_tag(turn: TurnGrammar) -> dict[str, Any]:
             f"{not_prefixed!r}, which needs a lookahead that xgrammar does not support; use the logits processor "
             "(toolgrammar.vllm.VllmToolCallLogitsProcessor)"
         )
-    free = _any_text(m.block_open, *getattr(fmt, "free_text_avoid", ()))
-    think_avoid = [w for w in getattr(fmt, "think_avoid", ()) if w != m.think_close]
+    free = _any_text(*(getattr(fmt, "free_text_avoid", None) or (m.block_open,)))
+    think_avoid = [w for w in getattr(fmt, "think_avoid", None) or () if w != m.think_close]
+    if m.block_open in think_avoid and opts.reasoning != "disabled":
+        raise GrammarError(
+            f"the structured-outputs route cannot carry the {fmt.name!r} format's reasoning, which a block may end "
+            "without the closing think marker; pass reasoning='disabled' or use the logits processor "
+            "(toolgrammar.vllm.VllmToolCallLogitsProcessor)"
+        )
     cut_ok = choice in ("auto", "none")
 
     if choice == "none" or not len(tools):

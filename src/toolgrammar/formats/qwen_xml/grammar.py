@@ -75,11 +75,9 @@ _JSON_STRING_AVOID = tuple(w for w in VALUE_FORBIDDEN if not w.startswith("\n"))
 
 def block_grammar(tools: ToolSet, options: GrammarOptions, markers: Markers) -> Node:
     """One block for any of ``tools`` (or only ``options.tool_choice`` when it names a tool)."""
-    string_avoid = VALUE_FORBIDDEN + (MARKUP if options.escape_markers else ())
-    ctx = SchemaContext(
-        ws=options.json_whitespace(),
-        string_avoid=_JSON_STRING_AVOID + (MARKUP if options.escape_markers else ()),
-    )
+    markup = (markers.block_open, markers.block_close, *MARKUP[2:]) if options.escape_markers else ()
+    string_avoid = VALUE_FORBIDDEN + markup
+    ctx = SchemaContext(ws=options.json_whitespace(), string_avoid=_JSON_STRING_AVOID + markup)
     calls = []
     for tool in options.selected_tools(tools):
         ctx_tool = SchemaContext(ws=ctx.ws, string_avoid=ctx.string_avoid, tool=tool.name)

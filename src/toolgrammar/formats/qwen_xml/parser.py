@@ -55,15 +55,18 @@ Modes
     ``strict`` (default) judges a model's turn: a bare function is a ``bare-function`` error and a
     missing ``</parameter>`` a ``missing-close-parameter`` error, even though the call can be read.
     ``lenient`` reads those calls as llama.cpp and vLLM do (and as CanIToolCall's ``malformed``
-    fixtures expect), and is what the conformance adapter uses; every other check is the same.
-    Both modes find exactly the same blocks; only these two verdicts differ, so the counts of a
-    strict parse say how many calls a lenient server would have recovered. (The hermes ``seed``
-    mode has no counterpart here: the seed harness never saw this format.)
+    fixtures expect), and is what the conformance adapter uses; it also keeps the last value of a
+    parameter given twice, where strict mode reports ``malformed-block``. Every other check is the
+    same, and both modes find exactly the same blocks, so the error counts of a strict parse say
+    how many calls a lenient server would have recovered. A ``<tool_call>`` that ends an unclosed
+    ``<think>`` is read the same way in both modes: the reasoning is cut, the call is checked
+    like any other (the grammar forbids it: reasoning text avoids ``<tool_call>``). The hermes
+    ``seed`` mode has no counterpart here: the seed harness never saw this format.
 
 Checks (both modes), each block on its own, in order
     ``truncated`` (unclosed), ``malformed-block`` (markup that is not ``<function=NAME>``, then
-    parameters, then ``</function>``, then ``</tool_call>``; or a parameter given twice), then in
-    strict mode ``bare-function`` and ``missing-close-parameter``, then the values are converted
+    parameters, then ``</function>``, then ``</tool_call>``; in strict mode also a parameter
+    given twice), then in strict mode ``bare-function`` and ``missing-close-parameter``, then the values are converted
     and :func:`toolgrammar.checks.check_call` runs (``unknown-tool``, ``missing-argument``,
     ``unknown-argument``, ``wrong-type`` / ``schema-violation``).
 
@@ -214,11 +217,14 @@ class BlockScan:
     where: str = ""
     """Where reading stopped (for the ``truncated`` message)."""
     fallback: BlockScan | None = None
+    open_value: int = -1
+    """``more`` inside a parameter value: where that value starts (a later scan may resume there)."""
 
 
 class _NeedMore(Exception):
-    def __init__(self, where: str) -> None:
+    def __init__(self, where: str, open_value: int = -1) -> None:
         self.where = where
+        self.open_value = open_value
 
 
 class _Broken(Exception):
@@ -252,11 +258,20 @@ def _tag_value(text: str, pos: int, tag: str, where: str) -> tuple[str, int]:
     return name, m.end()
 
 
-def scan_block(text: str, start: int, *, bare: bool, markers: Markers = DEFAULT_MARKERS) -> BlockScan:
+VALUE_END_REACH = 24
+"""Longest stretch of text one :data:`VALUE_END` match looks at (``</parameter>`` + ``\n</function>``)."""
+
+
+def scan_block(
+    text: str, start: int, *, bare: bool, markers: Markers = DEFAULT_MARKERS, resume: tuple[int, int] | None = None
+) -> BlockScan:
     """Read the block that starts at ``start`` (at ``<tool_call>``, or at ``<function=`` when ``bare``).
 
     Pure function of ``text``: if ``text`` ends inside the block the status is ``more``, and a
     longer text that extends it gives a result at least as far along (the stream relies on this).
+    ``resume=(value_start, offset)``: a previous scan of a prefix of ``text`` ended inside the value
+    that starts at ``value_start`` and found no value end before ``offset`` + :data:`VALUE_END_REACH`
+    (so this scan searches from ``offset``: linear time when a long value streams in).
     """
     params: list[Parameter] = []
     name: str | None = None
@@ -278,9 +293,10 @@ def scan_block(text: str, start: int, *, bare: bool, markers: Markers = DEFAULT_
             pos = _skip_ws(text, pos)
             if text.startswith(PARAMETER_OPEN, pos):
                 key, pos = _tag_value(text, pos + len(PARAMETER_OPEN), "parameter", f"in <function={name}>")
-                m = VALUE_END.search(text, pos)
+                search_from = max(pos, resume[1]) if resume is not None and resume[0] == pos else pos
+                m = VALUE_END.search(text, search_from)
                 if m is None:
-                    raise _NeedMore(f"in the value of parameter {key!r}")
+                    raise _NeedMore(f"in the value of parameter {key!r}", pos)
                 raw = text[pos : m.start()]
                 params.append(Parameter(key, raw[1:] if raw.startswith("\n") else raw, m.group() != "\n"))
                 pos = m.end()
@@ -311,7 +327,9 @@ def scan_block(text: str, start: int, *, bare: bool, markers: Markers = DEFAULT_
             raise _NeedMore(f"after {FUNCTION_CLOSE}")
         raise _Broken(after, f"expected {closer} after {FUNCTION_CLOSE}, found {_excerpt(text, after)}")
     except _NeedMore as need:
-        return BlockScan("more", start, bare, name=name, parameters=tuple(params), where=need.where)
+        return BlockScan(
+            "more", start, bare, name=name, parameters=tuple(params), where=need.where, open_value=need.open_value
+        )
     except _Broken as broken:
         if bare:
             return BlockScan("text", start, True)
@@ -583,6 +601,10 @@ class _Reader:
     """Bare ``<function=`` candidates before this offset were found not to be blocks."""
     block_start: int = 0
     block_bare: bool = False
+    auto_search: int = 0
+    """No ``</think>``, ``<tool_call>`` or ``<think>`` starts before this offset (the ``auto`` phase)."""
+    resume: tuple[int, int] | None = None
+    """Where the open block's value search may resume (see :func:`scan_block`)."""
     reasoning: list[str] | None = None
     content: list[str] = field(default_factory=list)
     blocks: list[Block] = field(default_factory=list)
@@ -685,8 +707,10 @@ class QwenXmlStreamState:
 
     def _step_auto(self, out: list[StreamPiece]) -> None:
         r, m = self._r, self.markers
-        close = r.buf.find(m.think_close)
-        others = [p for p in (r.buf.find(m.block_open), r.buf.find(m.think_open)) if p != -1]
+        close = r.buf.find(m.think_close, r.auto_search)
+        others = [
+            p for p in (r.buf.find(m.block_open, r.auto_search), r.buf.find(m.think_open, r.auto_search)) if p != -1
+        ]
         first_other = min(others, default=-1)
         if close != -1 and (first_other == -1 or close < first_other):
             self._emit(out, "reasoning", r.buf[:close])
@@ -694,6 +718,9 @@ class QwenXmlStreamState:
             r.i = r.segment = close + len(m.think_close)
         elif first_other != -1 or self._final:
             r.phase, r.i, r.segment = "content", 0, 0
+        else:  # none of the three markers starts before the last few characters
+            longest = max(len(m.think_close), len(m.block_open), len(m.think_open))
+            r.auto_search = max(0, len(r.buf) - longest + 1)
 
     def _step_reasoning(self, out: list[StreamPiece]) -> None:
         r, m = self._r, self.markers
@@ -740,6 +767,7 @@ class QwenXmlStreamState:
             start = bare if is_bare else opened
             self._emit(out, "content", r.buf[r.i : start])
             r.phase, r.i, r.block_start, r.block_bare = "block", start, start, is_bare
+            r.resume = None
             return
         if self._final:
             self._emit(out, "content", r.buf[r.i :])
@@ -756,9 +784,11 @@ class QwenXmlStreamState:
 
     def _step_block(self, out: list[StreamPiece]) -> None:
         r = self._r
-        scan = scan_block(r.buf, r.block_start, bare=r.block_bare, markers=self.markers)
+        scan = scan_block(r.buf, r.block_start, bare=r.block_bare, markers=self.markers, resume=r.resume)
         if scan.status == "more":
             if not self._final:
+                if scan.open_value >= 0:
+                    r.resume = (scan.open_value, max(scan.open_value, len(r.buf) - VALUE_END_REACH))
                 return
             scan = truncated_scan(scan, len(r.buf), self.markers)
         if scan.status == "text":

