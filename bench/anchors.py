@@ -228,16 +228,19 @@ class OutlinesCoreRunner(EngineRunner):
         state.advance(token_id, return_tokens=False)
 
 
-def runners() -> list[EngineRunner]:
-    """The rows, in table order. toolgrammar's runner comes first once ``bench/toolgrammar_runner.py`` exists."""
+def runners(proposals: bool = False) -> list[EngineRunner]:
+    """The rows, in table order. toolgrammar's runner comes first once ``bench/toolgrammar_runner.py`` exists
+    (with ``proposals``, followed by the same processor with ``bench/proposals.py``'s changes)."""
     out: list[EngineRunner] = [XgrammarRunner(), LlguidanceRunner(), OutlinesCoreRunner()]
     try:
-        from toolgrammar_runner import ToolgrammarRunner  # type: ignore[import-not-found]
+        import toolgrammar_runner  # type: ignore[import-not-found]
     except ModuleNotFoundError as e:
         if e.name != "toolgrammar_runner":
             raise
     else:
-        out.insert(0, ToolgrammarRunner())
+        if proposals:
+            out.insert(0, toolgrammar_runner.ToolgrammarProposedRunner())
+        out.insert(0, toolgrammar_runner.ToolgrammarRunner())
     return out
 
 
@@ -587,6 +590,11 @@ def main(argv: list[str] | None = None) -> int:
         "thread, and on a busy 2-core machine waiting for it turns 50 µs into milliseconds)",
     )
     p.add_argument(
+        "--proposals",
+        action="store_true",
+        help="also measure toolgrammar with bench/proposals.py's changes (a second toolgrammar row)",
+    )
+    p.add_argument(
         "--compiled-apply",
         action="store_true",
         help="also time llguidance's torch.compile'd apply kernel (its first build takes ~30 s)",
@@ -607,8 +615,8 @@ def main(argv: list[str] | None = None) -> int:
 
     rows: list[Row] = []
     bitmasks: dict[str, torch.Tensor] = {}
-    tg_runner = None
-    for runner in runners():
+    tg_runner = tg_proposed = None
+    for runner in runners(args.proposals):
         if args.only and not any(o in runner.name for o in args.only):
             continue
         why = runner.unavailable()
@@ -619,7 +627,10 @@ def main(argv: list[str] | None = None) -> int:
         runner.setup(ctx)
         setup_ms = (now_ns() - t0) / 1e6
         if runner.name.startswith("toolgrammar"):
-            tg_runner = runner
+            if "proposals" in runner.name:
+                tg_proposed = runner
+            else:
+                tg_runner = runner
         for w in walks:
             print(f"... {runner.name}: {w.toolset.name}", file=sys.stderr, flush=True)
             rows.append(measure(runner, w, reps, batch_reps, setup_ms))
@@ -633,6 +644,8 @@ def main(argv: list[str] | None = None) -> int:
 
         print("... toolgrammar targets", file=sys.stderr, flush=True)
         extra = targets.extra_measures(tg_runner, ctx, walks, rows, reps)
+        if tg_proposed is not None:
+            extra["proposed"] = targets.extra_measures(tg_proposed, ctx, walks, rows, reps, parts=("outside",))
     cmd = "python bench/anchors.py " + " ".join(argv if argv is not None else sys.argv[1:])
     info["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     md = report(info, walks, rows, fl, cmd.strip())
@@ -644,8 +657,9 @@ def main(argv: list[str] | None = None) -> int:
         f"\n\nTotal run: {time.perf_counter() - started:.0f} s; load average "
         f"{info['load_average'][0]} at the start, {info['load_average_end'][0]} at the end."
     )
-    if tg_runner is not None:
-        tg_runner.cleanup()
+    for r in (tg_runner, tg_proposed):
+        if r is not None:
+            r.cleanup()
     print(md)
     if not args.no_write and not args.only and not args.quick:
         data = {

@@ -34,23 +34,38 @@ FEW_US = 5.0
 """'Within a few µs of doing nothing' (issue 3), as a number."""
 
 
-def extra_measures(runner: Any, ctx: Any, walks: list[Any], rows: list[Any], reps: int) -> dict[str, Any]:
+def extra_measures(
+    runner: Any,
+    ctx: Any,
+    walks: list[Any],
+    rows: list[Any],
+    reps: int,
+    parts: tuple[str, ...] = ("outside", "disk", "memory"),
+) -> dict[str, Any]:
     """The toolgrammar-only measures; ``rows`` are the harness rows (their ``compiled`` processors)."""
-    from toolgrammar.hf import ToolCallLogitsProcessor
-
-    from toolgrammar_runner import MAX_NEW_TOKENS
-
     out: dict[str, Any] = {}
     tok = ctx.tokenizer
     seed = walks[0]
     mine = {r.toolset: r for r in rows if r.name == runner.name}
 
     # -- outside blocks ---------------------------------------------------------------------------
+    if "outside" in parts:
+        out["outside"] = _outside(runner, ctx, seed, mine, reps)
+    if "disk" in parts:
+        out["disk"] = _disk(runner, tok, walks, reps)
+    if "memory" in parts:
+        out["memory"] = _memory(tok, walks, mine)
+    return out
+
+
+def _outside(runner: Any, ctx: Any, seed: Any, mine: dict[str, Any], reps: int) -> dict[str, Any]:
+    tok = ctx.tokenizer
     proc = mine[seed.toolset.name].compiled
     prompt = seed.full[0, : seed.prompt_len].tolist()
     text_ids = tok.encode(FREE_TEXT, add_special_tokens=False)
     full = torch.tensor([prompt + text_ids])
     p = len(prompt)
+    inputs = [full[:, : p + k] for k in range(len(text_ids))]
     ninf = float("-inf")
     n_tok = ctx.vocabulary.n_tokens
     walks_ns: dict[str, list[list[int]]] = {"processor": [], "nothing": [], "tail": []}
@@ -59,11 +74,11 @@ def extra_measures(runner: Any, ctx: Any, walks: list[Any], rows: list[Any], rep
         for k in range(len(text_ids)):
             s = fresh_scores()
             t0 = now_ns()
-            proc(full[:, : p + k], s)
+            proc(inputs[k], s)
             rows_ns["processor"].append(now_ns() - t0)
             s = fresh_scores()
             t0 = now_ns()
-            _nothing(full[:, : p + k], s)
+            _nothing(inputs[k], s)
             rows_ns["nothing"].append(now_ns() - t0)
             s = fresh_scores()
             t0 = now_ns()
@@ -78,18 +93,23 @@ def extra_measures(runner: Any, ctx: Any, walks: list[Any], rows: list[Any], rep
     for k in range(len(text_ids)):
         s = fresh_scores()
         ref = s.clone()
-        proc(full[:, : p + k], s)
+        proc(inputs[k], s)
         if any(proc.in_block()):
             raise RuntimeError("the free text walk entered a block")
         changed = int((s[0, :n_tok] != ref[0, :n_tok]).sum())
         touched += changed > 0
-    out["outside"] = {
+    return {
         "tokens": len(text_ids),
         "steps_masking_more_than_tail": touched,
         **{k: per_position(v) for k, v in walks_ns.items()},
     }
 
-    # -- ready from the on-disk cache ---------------------------------------------------------------
+
+def _disk(runner: Any, tok: Any, walks: list[Any], reps: int) -> dict[str, Any]:
+    from toolgrammar.hf import ToolCallLogitsProcessor
+
+    from toolgrammar_runner import MAX_NEW_TOKENS
+
     disk: dict[str, Any] = {}
     for walk in walks:
         runner.fresh()
@@ -117,9 +137,12 @@ def extra_measures(runner: Any, ctx: Any, walks: list[Any], rows: list[Any], rep
             "ready_max_ms": max(ready),
             "ready_plus_walk_ms": statistics.median(ready_walk),
         }
-    out["disk"] = disk
+    return disk
 
-    # -- memory ------------------------------------------------------------------------------------
+
+def _memory(tok: Any, walks: list[Any], mine: dict[str, Any]) -> dict[str, Any]:
+    from toolgrammar.hf import ToolCallLogitsProcessor
+
     mem: dict[str, Any] = {}
     for walk in walks:
         pr = mine[walk.toolset.name].compiled
@@ -130,11 +153,13 @@ def extra_measures(runner: Any, ctx: Any, walks: list[Any], rows: list[Any], rep
             g.mask(st)
         all_s = time.perf_counter() - t0
         every = g.stats()
-        # Tight budgets: every state of the walk under budgets just above the call's length.
+        # Tight budgets: the walk under budgets around the call's length (budget masks, per-state needs).
         n = len(walk.ids)
         inputs = [walk.input_ids(k) for k in range(n)]
-        for budget in range(n + 1, n + 33, 2):
+        for budget in range(n - 15, n + 17, 2):
             bp = ToolCallLogitsProcessor(tok, walk.toolset.tools, max_new_tokens=budget)
+            bp.grammar = g  # this run's grammar (the in-memory cache may hold a newer one by now)
+            bp.reset()
             for k in range(n):
                 bp(inputs[k], fresh_scores())
         tight = g.stats()
@@ -144,8 +169,7 @@ def extra_measures(runner: Any, ctx: Any, walks: list[Any], rows: list[Any], rep
             "every_state_s": all_s,
             "tight_budgets": tight,
         }
-    out["memory"] = mem
-    return out
+    return mem
 
 
 def _nothing(input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
@@ -163,7 +187,7 @@ def _met(ok: bool) -> str:
 def targets_markdown(
     runner_name: str, rows: list[Any], fl: dict[str, dict[str, Stats]], extra: dict[str, Any], walks: list[Any]
 ) -> str:
-    by = {(r.name.split()[0], r.toolset): r for r in rows if not r.skipped}
+    by = {(_tag(r.name), r.toolset): r for r in rows if not r.skipped}
     add = fl["scores.add_(row)"]["fresh"].p50
     out: list[str] = []
 
@@ -192,29 +216,58 @@ def targets_markdown(
                 f"{rf:.2f}x {_met(rf <= 1.5)}",
             ]
         )
-        rx, rf = t.first_visit.p50 / x.first_visit.p50, t.first_visit.p50 / add
-        body.append(
-            [
-                f"{w.toolset.name}, first visit (cold masks)",
-                _pmm(t.first_visit),
-                _pmm(x.first_visit),
-                fmt_us(lg.first_visit.p50) if lg and lg.first_visit else "n/a",
-                fmt_us(add),
-                f"{rx:.2f}x (no target)",
-                f"{rf:.1f}x (no target)",
-            ]
-        )
+        pr = by.get(("proposed", w.toolset.name))
+        if pr:
+            rx, rf = pr.mask.p50 / x.mask.p50, pr.mask.p50 / add
+            body.append(
+                [
+                    f"{w.toolset.name}, steady, *with proposals*",
+                    _pmm(pr.mask),
+                    _pmm(x.mask),
+                    fmt_us(lg.mask.p50) if lg else "n/a",
+                    fmt_us(add),
+                    f"{rx:.2f}x {_met(rx <= 0.4)}",
+                    f"{rf:.2f}x {_met(rf <= 1.5)}",
+                ]
+            )
+        for label, r in (("first visit (cold masks)", t), ("first visit, *with proposals*", pr)):
+            if r is None:
+                continue
+            rx, rf = r.first_visit.p50 / x.first_visit.p50, r.first_visit.p50 / add
+            body.append(
+                [
+                    f"{w.toolset.name}, {label}",
+                    _pmm(r.first_visit),
+                    _pmm(x.first_visit),
+                    fmt_us(lg.first_visit.p50) if lg and lg.first_visit else "n/a",
+                    fmt_us(add),
+                    f"{rx:.2f}x (no target)",
+                    f"{rf:.1f}x (no target)",
+                ]
+            )
     out += [markdown_table(header, body), ""]
 
     # 2. outside blocks
     o = extra["outside"]
     gap = o["processor"].p50 - o["nothing"].p50
+    op = extra.get("proposed", {}).get("outside")
+    extra_rows = []
+    if op:
+        extra_rows.append(
+            [
+                "processor call, *with proposals*",
+                fmt_us(op["processor"].p50),
+                fmt_us(op["processor"].mean),
+                fmt_us(op["processor"].max),
+            ]
+        )
     out += ["### 2. Outside blocks (free text: reasoning, then prose)", ""]
     out += [
         markdown_table(
             ["measure", "p50", "mean", "max"],
             [
                 ["processor call", fmt_us(o["processor"].p50), fmt_us(o["processor"].mean), fmt_us(o["processor"].max)],
+                *extra_rows,
                 ["doing nothing (a Python call)", fmt_us(o["nothing"].p50), fmt_us(o["nothing"].mean), fmt_us(o["nothing"].max)],
                 [
                     f"floor: `scores[:, {LOGIT_COLUMNS - 267:,}:] = -inf` alone",
@@ -228,7 +281,13 @@ def targets_markdown(
         f"{o['tokens']} tokens of free text; steps where the processor changed a logit of a real token: "
         f"{o['steps_masking_more_than_tail']}. Gap to doing nothing: {fmt_us(gap)} "
         f"(target: a few µs, read as <= {FEW_US:.0f} µs) {_met(gap <= FEW_US)}; gap to the tail-write floor: "
-        f"{fmt_us(o['processor'].p50 - o['tail'].p50)}.",
+        f"{fmt_us(o['processor'].p50 - o['tail'].p50)}."
+        + (
+            f" With the proposals: {fmt_us(op['processor'].p50 - op['nothing'].p50)} over doing nothing "
+            f"{_met(op['processor'].p50 - op['nothing'].p50 <= FEW_US)}."
+            if op
+            else ""
+        ),
         "",
     ]
 
@@ -253,6 +312,19 @@ def targets_markdown(
                 fmt_ms(d["ready_plus_walk_ms"]),
             ]
         )
+        pr = by.get(("proposed", w.toolset.name))
+        if pr:
+            body.append(
+                [
+                    f"{w.toolset.name}, *with proposals*",
+                    f"{fmt_ms(pr.compile_ms)} + {fmt_ms(pr.cold_ms - pr.compile_ms)} = {fmt_ms(pr.cold_ms)}",
+                    "",
+                    "",
+                    f"{pr.cold_ms / lg.cold_ms:.1f}x {_met(pr.cold_ms <= lg.cold_ms)}" if lg else "n/a",
+                    "",
+                    "",
+                ]
+            )
     out += [
         markdown_table(
             [
@@ -288,6 +360,18 @@ def targets_markdown(
                 f"{r:.2f}x {_met(r <= 1)} ({t.batch64.p50 / best_x:.2f}x the batched API)",
             ]
         )
+        pr = by.get(("proposed", w.toolset.name))
+        if pr and pr.batch64:
+            body.append(
+                [
+                    f"{w.toolset.name}, *with proposals*",
+                    fmt_us(pr.batch64.p50),
+                    "",
+                    "",
+                    "",
+                    f"{pr.batch64.p50 / x.batch64.p50:.2f}x {_met(pr.batch64.p50 <= x.batch64.p50)}",
+                ]
+            )
     floor64 = fl.get("batch 64: scores.add_(rows)", {}).get("fresh")
     out += [
         markdown_table(
@@ -327,6 +411,13 @@ def targets_markdown(
         "",
     ]  # fmt: skip
     return "\n".join(out)
+
+
+def _tag(name: str) -> str:
+    """Row key: ``toolgrammar``, ``proposed`` (toolgrammar + proposals), or the engine's first word."""
+    if name.startswith("toolgrammar"):
+        return "proposed" if "proposals" in name else "toolgrammar"
+    return name.split()[0]
 
 
 def _pmm(s: Stats) -> str:

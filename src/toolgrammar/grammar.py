@@ -164,7 +164,7 @@ class TurnGrammar:
         return to_regex(self.format.block_grammar(self.tools, self.options))
 
 
-GRAMMAR_VERSION = "2"
+GRAMMAR_VERSION = "3"
 """Bumped whenever a change to the compiler changes what a grammar accepts (it keys the disk cache)."""
 
 

@@ -99,10 +99,46 @@ def json_integer() -> Node:
     return seq(opt(lit("-")), alt(lit("0"), seq(_DIGIT19, star(_DIGIT))))
 
 
+MAX_FLOAT_INT_DIGITS = 17
+"""Most integer digits of a number written with a fraction or exponent. ``json.dumps`` (``repr``)
+never writes more than 17 significant digits before it switches to the exponent form, so every
+canonical float fits; with an exponent of at most two digits the value stays below 1e117, so
+``float()`` never overflows to infinity (which no JSON text carries). A bound is needed at all
+because the grammar is regular; it is kept small because each allowed digit is an automaton state.
+Integers without fraction or exponent are unbounded: they are read as exact ints."""
+
+MAX_SHORT_INT_DIGITS = 8
+"""Most integer digits of a number with a positive three-digit exponent (100 to 299): below 1e308."""
+
+
+def finite_number() -> Node:
+    """A JSON number that ``float()`` reads as a finite value.
+
+    Integers (no fraction, no exponent) are unbounded: they are read as exact ints. With a fraction
+    or an exponent: up to :data:`MAX_FLOAT_INT_DIGITS` integer digits with a negative exponent or a
+    positive one of at most two digits, or up to :data:`MAX_SHORT_INT_DIGITS` integer digits with a
+    positive exponent of 100 to 299 (``json.dumps(1e200)`` is ``1e+200``). Everything stays below
+    1e308, so no reading overflows to infinity, which no JSON text can carry.
+    """
+    digit = chars("0123456789", "[0-9]")
+    nonzero = chars("123456789", "[1-9]")
+    sign = opt(lit("-"))
+
+    def int_part(max_digits: int) -> Node:
+        return alt(lit("0"), seq(nonzero, repeat(digit, 0, max_digits - 1)))
+
+    frac = seq(lit("."), repeat(digit, 1, None))
+    e = chars("eE", "[eE]")
+    small_exp = alt(seq(e, lit("-"), repeat(digit, 1, None)), seq(e, opt(lit("+")), repeat(digit, 1, 2)))
+    big_exp = seq(e, opt(lit("+")), chars("12", "[12]"), digit, digit)
+    long_form = seq(sign, int_part(MAX_FLOAT_INT_DIGITS), alt(seq(frac, opt(small_exp)), small_exp))
+    short_form = seq(sign, int_part(MAX_SHORT_INT_DIGITS), opt(frac), big_exp)
+    return alt(json_integer(), long_form, short_form)
+
+
 def json_number() -> Node:
-    frac = seq(lit("."), repeat(_DIGIT, 1, None))
-    exp = seq(chars("eE", "[eE]"), opt(chars("+-", "[+-]")), repeat(_DIGIT, 1, None))
-    return seq(json_integer(), opt(frac), opt(exp))
+    """A JSON number whose value is finite when read (:func:`finite_number`)."""
+    return finite_number()
 
 
 def json_literal(value: Any, ws: Whitespace) -> Node:

@@ -45,6 +45,7 @@ whole file listing or test log rarely helps it more than its first few thousand 
 DEFAULT_TEST_TIMEOUT_S = 60.0
 """Wall-clock limit of one ``run_tests`` call. The bundled suite takes well under a second."""
 
+_RAN_IN = re.compile(r"^(Ran \d+ tests?) in [\d.]+s$", re.MULTILINE)
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
 
 
@@ -283,8 +284,10 @@ class Sandbox:
             )
         except subprocess.TimeoutExpired:
             return f"error: the tests did not finish within {self.test_timeout_s:g} s"
-        # Tracebacks name files by absolute path: show them relative to the repository, so results do not
-        # depend on the temporary directory's random name (same result in both modes, and on resume).
+        # Results must not depend on the temporary directory's random name or on timing, so that both
+        # modes (and a resumed run) see the same text: tracebacks get relative paths, and unittest's
+        # "Ran 18 tests in 0.003s" loses its duration.
         output = (done.stdout + done.stderr).strip().replace(f"{self.root}{os.sep}", "").replace(str(self.root), ".")
+        output = _RAN_IN.sub(r"\1", output)
         status = "passed" if done.returncode == 0 else f"failed (exit code {done.returncode})"
         return f"{output}\n\ntests {status}"

@@ -40,23 +40,22 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from ...automaton import Members, Node, alt, avoiding, chars, group, lit, opt, repeat, seq, star, utf8_char
+from ...automaton import Members, Node, alt, avoiding, group, lit, seq, star, utf8_char
 from ...errors import GrammarError
-from ...json_grammar import SchemaContext, json_integer, schema_node
+from ...json_grammar import (
+    MAX_FLOAT_INT_DIGITS,
+    MAX_SHORT_INT_DIGITS,
+    SchemaContext,
+    finite_number,
+    json_integer,
+    schema_node,
+)
 from .parser import FUNCTION_CLOSE, FUNCTION_OPEN, PARAMETER_CLOSE, PARAMETER_OPEN, VALUE_FORBIDDEN, convert_value
 
 if TYPE_CHECKING:
     from ...grammar import GrammarOptions
     from ...tools import ToolSet
     from ..base import Markers
-
-MAX_FLOAT_INT_DIGITS = 200
-"""Most integer digits of a number written with a fraction or exponent: with an exponent of at most
-two digits that stays below 1e300, so ``float()`` never overflows to infinity (which no JSON text
-carries). Integers without fraction or exponent are unbounded: they are read as exact ints."""
-
-MAX_SHORT_INT_DIGITS = 8
-"""Most integer digits of a number with a positive three-digit exponent (100 to 299): below 1e308."""
 
 MARKUP: tuple[str, ...] = (
     "<tool_call>",
@@ -105,30 +104,6 @@ def text_value(avoid: tuple[str, ...]) -> Node:
     regex = rf"(?!{guard})\n(?:(?!{guard})[\s\S])*"
     return group(avoiding(seq(lit("\n"), star(utf8_char())), *avoid), regex=regex)
 
-
-def finite_number() -> Node:
-    """A JSON number that ``float()`` reads as a finite value.
-
-    Integers (no fraction, no exponent) are unbounded: they are read as exact ints. With a fraction
-    or an exponent: up to :data:`MAX_FLOAT_INT_DIGITS` integer digits with a negative exponent or a
-    positive one of at most two digits, or up to :data:`MAX_SHORT_INT_DIGITS` integer digits with a
-    positive exponent of 100 to 299 (``json.dumps(1e200)`` is ``1e+200``). Everything stays below
-    1e308, so no reading overflows to infinity, which no JSON text can carry.
-    """
-    digit = chars("0123456789", "[0-9]")
-    nonzero = chars("123456789", "[1-9]")
-    sign = opt(lit("-"))
-
-    def int_part(max_digits: int) -> Node:
-        return alt(lit("0"), seq(nonzero, repeat(digit, 0, max_digits - 1)))
-
-    frac = seq(lit("."), repeat(digit, 1, None))
-    e = chars("eE", "[eE]")
-    small_exp = alt(seq(e, lit("-"), repeat(digit, 1, None)), seq(e, opt(lit("+")), repeat(digit, 1, 2)))
-    big_exp = seq(e, opt(lit("+")), chars("12", "[12]"), digit, digit)
-    long_form = seq(sign, int_part(MAX_FLOAT_INT_DIGITS), alt(seq(frac, opt(small_exp)), small_exp))
-    short_form = seq(sign, int_part(MAX_SHORT_INT_DIGITS), opt(frac), big_exp)
-    return alt(json_integer(), long_form, short_form)
 
 
 def value_node(schema: dict[str, Any], ctx: SchemaContext, string_avoid: tuple[str, ...], pointer: str) -> Node:
