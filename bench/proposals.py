@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from toolgrammar.hf import ToolCallLogitsProcessor
 
 NINF = float("-inf")

@@ -106,9 +106,9 @@ def _outside(runner: Any, ctx: Any, seed: Any, mine: dict[str, Any], reps: int) 
 
 
 def _disk(runner: Any, tok: Any, walks: list[Any], reps: int) -> dict[str, Any]:
-    from toolgrammar.hf import ToolCallLogitsProcessor
-
     from toolgrammar_runner import MAX_NEW_TOKENS
+
+    from toolgrammar.hf import ToolCallLogitsProcessor
 
     disk: dict[str, Any] = {}
     for walk in walks:
@@ -199,8 +199,10 @@ def targets_markdown(
     ]  # fmt: skip
     body = []
     for w in walks:
-        t, x, lg = by.get(("toolgrammar", w.toolset.name)), by.get(("xgrammar", w.toolset.name)), by.get(
-            ("llguidance", w.toolset.name)
+        t, x, lg = (
+            by.get(("toolgrammar", w.toolset.name)),
+            by.get(("xgrammar", w.toolset.name)),
+            by.get(("llguidance", w.toolset.name)),
         )
         if not (t and x):
             continue
@@ -268,7 +270,12 @@ def targets_markdown(
             [
                 ["processor call", fmt_us(o["processor"].p50), fmt_us(o["processor"].mean), fmt_us(o["processor"].max)],
                 *extra_rows,
-                ["doing nothing (a Python call)", fmt_us(o["nothing"].p50), fmt_us(o["nothing"].mean), fmt_us(o["nothing"].max)],
+                [
+                    "doing nothing (a Python call)",
+                    fmt_us(o["nothing"].p50),
+                    fmt_us(o["nothing"].mean),
+                    fmt_us(o["nothing"].max),
+                ],
                 [
                     f"floor: `scores[:, {LOGIT_COLUMNS - 267:,}:] = -inf` alone",
                     fmt_us(o["tail"].p50),
@@ -305,7 +312,9 @@ def targets_markdown(
             [
                 w.toolset.name,
                 f"{fmt_ms(t.compile_ms)} + {fmt_ms(t.cold_ms - t.compile_ms)} = {fmt_ms(t.cold_ms)}",
-                f"{fmt_ms(lg.compile_ms)} + {fmt_ms(lg.cold_ms - lg.compile_ms)} = {fmt_ms(lg.cold_ms)}" if lg else "n/a",
+                f"{fmt_ms(lg.compile_ms)} + {fmt_ms(lg.cold_ms - lg.compile_ms)} = {fmt_ms(lg.cold_ms)}"
+                if lg
+                else "n/a",
                 fmt_ms(x.cold_ms) if x else "n/a",
                 f"{t.cold_ms / lg.cold_ms:.1f}x {_met(ok)}" if lg else "n/a",
                 f"{d['ready_ms']:.2f} ms (max {d['ready_max_ms']:.2f}) {_met(d['ready_ms'] < 5)}",

@@ -1,4 +1,4 @@
-"""toolgrammar's own row in ``bench/anchors.py``: the transformers ``ToolCallLogitsProcessor``, as ``generate`` drives it.
+"""toolgrammar's row in ``bench/anchors.py``: the transformers ``ToolCallLogitsProcessor``, as ``generate`` drives it.
 
 The processor is measured whole, exactly as ``model.generate`` calls it: ``proc(input_ids, scores)`` with
 the sequence so far (prompt included) and a fresh scores tensor. That one call finds the row's state

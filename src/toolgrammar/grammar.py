@@ -260,15 +260,15 @@ def turn_node(tools: ToolSet, options: GrammarOptions, fmt: ToolCallFormat) -> N
 
 
 def _literals(tools: ToolSet, options: GrammarOptions, fmt: ToolCallFormat) -> tuple[str, ...]:
+    """The literal skeleton of the grammar: markers, and each call rendered with no and with empty arguments."""
     m = fmt.markers
     out = {m.block_open, m.block_close, m.think_open, m.think_close, m.call_separator}
     for tool in options.selected_tools(tools) if options.tool_choice != "none" else []:
-        rendered = fmt.render_call(tool, {})
-        out.add(rendered)
+        out.add(fmt.render_call(tool, {}))
+        keys = list(tool.parameters.get("properties", {}))
+        out.add(fmt.render_call(tool, dict.fromkeys(keys, "")))
         out.add(tool.name)
-        for key in tool.parameters.get("properties", {}):
-            out.add(key)
-            out.add(json.dumps(key, ensure_ascii=False))
+        out.update(keys)
     return tuple(sorted(out))
 
 

@@ -18,9 +18,11 @@ if TYPE_CHECKING:
     from ..tools import Tool, ToolSet
     from ..turn import ToolCall, TurnParse
 
-ParseMode = Literal["strict", "seed"]
-"""``strict``: structure-aware block ends (a ``</tool_call>`` inside a JSON string stays in the string).
-``seed``: the seed harness's exact regex ``<tool_call>(.*?)</tool_call>|<tool_call>(.*)``."""
+ParseMode = Literal["strict", "seed", "lenient"]
+"""``strict``: structure-aware block ends (a ``</tool_call>`` inside a JSON string stays in the string);
+every markup fault is an error. ``seed`` (hermes): the seed harness's exact regex
+``<tool_call>(.*?)</tool_call>|<tool_call>(.*)``. ``lenient`` (qwen-xml): recover what servers recover
+(a bare ``<function=``, a missing ``</parameter>``), as CanIToolCall's fixtures expect."""
 
 
 @dataclass(frozen=True)
