@@ -41,6 +41,7 @@ class ProposedProcessor(ToolCallLogitsProcessor):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._banned_full: dict[tuple[int, int], np.ndarray] = {}
+        self._bench_keep: dict[int, Any] = {}
 
     def reset(self) -> None:
         super().reset()
@@ -80,7 +81,7 @@ class ProposedProcessor(ToolCallLogitsProcessor):
             n = self.grammar.table.n_tokens
             arr = np.concatenate([m.banned, np.arange(n, width, dtype=np.int64)]) if width > n else m.banned
             self._banned_full[key] = arr
-            self._keep[id(m.banned)] = m  # the mask (hence the id) stays alive while the key is used
+            self._bench_keep[id(m.banned)] = m  # the mask (hence the id) stays alive while the key is used
         return arr
 
     def _sync_np(self, input_ids: torch.Tensor, ids: np.ndarray) -> None:
@@ -245,3 +246,66 @@ def patch_grammar(tg: Any) -> Any:
     tg.step = step
     tg.is_finished = finished.__getitem__
     return tg
+
+
+# ------------------------------------------------------------------------------------------ the compile
+
+
+def proposed_minimize(
+    table: np.ndarray, start: int, accepting: np.ndarray, safe: np.ndarray
+) -> tuple[np.ndarray, int, np.ndarray, np.ndarray]:
+    """``automaton._minimize`` with the same result, faster:
+
+    - equal symbol columns are found by a random-weight hash of each column (checked exactly, with
+      ``np.unique(axis=0)`` as the fallback on a collision) instead of ``np.unique(table.T, axis=0)``,
+      which sorts 258 rows of ``4 * n_states`` bytes as opaque void items (about 100 ms at 1,200 states);
+    - each round's signature gathers the successor classes through a class array with a trailing -1
+      (a dead transition, -1, indexes it) into a preallocated matrix, instead of ``where`` + ``take`` +
+      ``concatenate``.
+    """
+    from toolgrammar.automaton import DEAD
+
+    n = table.shape[0]
+    rng = np.random.default_rng(0x5EED)
+    tt = np.ascontiguousarray(table.T)
+    col_weights = rng.integers(1, 2**62, size=n, dtype=np.int64)
+    with np.errstate(over="ignore"):
+        col_hash = (tt.astype(np.int64) + 2) @ col_weights
+    _, col_first, col_class = np.unique(col_hash, return_index=True, return_inverse=True)
+    columns = tt[col_first]
+    if not np.array_equal(tt, columns[col_class.reshape(-1)]):  # a collision: exact columns
+        columns = np.unique(tt, axis=0)
+    small = np.ascontiguousarray(columns.T)  # (n, n_symbol_classes)
+    weights = rng.integers(1, 2**62, size=small.shape[1] + 1, dtype=np.int64)
+    _, cls = np.unique(accepting.astype(np.int64) * 2 + safe, return_inverse=True)
+    cls = cls.reshape(-1).astype(np.int64)
+    n_cls = int(cls.max()) + 1
+    sig = np.empty((n, small.shape[1] + 1), dtype=np.int64)
+    ext = np.empty(n + 1, dtype=np.int64)
+    ext[n] = -1
+    while True:
+        ext[:n] = cls
+        sig[:, 0] = cls
+        sig[:, 1:] = ext[small]
+        with np.errstate(over="ignore"):
+            h = sig @ weights
+        _, first, new_cls = np.unique(h, return_index=True, return_inverse=True)
+        new_cls = new_cls.reshape(-1).astype(np.int64)
+        if not np.array_equal(sig, sig[first[new_cls]]):  # a hash collision: fall back to exact rows
+            _, new_cls = np.unique(sig, axis=0, return_inverse=True)
+            new_cls = new_cls.reshape(-1).astype(np.int64)
+        new_n = int(new_cls.max()) + 1
+        if new_n == n_cls:
+            break
+        cls, n_cls = new_cls, new_n
+    if n_cls == n:
+        return table, start, accepting.copy(), safe.copy()
+    _, first_idx = np.unique(cls, return_index=True)
+    order = np.argsort(first_idx, kind="stable")
+    renumber = np.empty(n_cls, dtype=np.int64)
+    renumber[order] = np.arange(n_cls)
+    reps = first_idx[order]
+    cls = renumber[cls]
+    rows = table[reps]
+    new_table = np.where(rows >= 0, np.take(cls, np.maximum(rows, 0)), DEAD).astype(np.int32)
+    return new_table, int(cls[start]), accepting[reps].copy(), safe[reps].copy()

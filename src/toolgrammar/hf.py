@@ -23,9 +23,10 @@ from typing import Any
 
 import torch
 
-from .engine import Cursor, StateMask, TokenGrammar, token_grammar
+from .engine import Cursor, TokenGrammar, token_grammar
 from .errors import ProcessorError
 from .grammar import compile_turn
+from .masking import MaskApplier
 from .vocab import Vocabulary
 
 try:  # transformers is the point of this module, but keep the class importable for type checks
@@ -86,8 +87,7 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         self.turn_grammar = compile_turn(tools, mode=mode, **options)
         self.grammar: TokenGrammar = token_grammar(self.turn_grammar, self.vocab)
         self.max_new_tokens = max_new_tokens
-        self._device_masks: dict[tuple[int, torch.device], torch.Tensor] = {}
-        self._keep: dict[int, StateMask] = {}  # masks whose ids key _device_masks stay alive
+        self._applier = MaskApplier()
         self.reset()
 
     # -- state -------------------------------------------------------------------------------
@@ -154,57 +154,11 @@ class ToolCallLogitsProcessor(LogitsProcessor):
             )
         self._sync(input_ids)
         masks = [c.mask() for c in self.cursors]
-        if width > n_tokens:
-            scores[:, n_tokens:] = -float("inf")
-        self._apply(scores, masks)
+        rows = [r for r, m in enumerate(masks) if m is not None]
+        if len(rows) < len(masks) and width > n_tokens:
+            scores[:, n_tokens:] = -float("inf")  # finished rows too: padding columns are never text
+        self._applier.apply(scores, rows, [masks[r] for r in rows], n_tokens)
         return scores
-
-    def _ids(self, mask: StateMask, arr: Any, device: torch.device) -> torch.Tensor:
-        key = (id(arr), device)
-        t = self._device_masks.get(key)
-        if t is None:
-            t = torch.from_numpy(arr).to(device)
-            self._device_masks[key] = t
-            self._keep[id(arr)] = mask
-        return t
-
-    def _apply(self, scores: torch.Tensor, masks: list[StateMask | None]) -> None:
-        device = scores.device
-        ninf = -float("inf")
-        if len(masks) == 1:
-            m = masks[0]
-            if m is None or m.all_allowed:
-                return
-            if m.banned is not None:
-                scores.index_fill_(1, self._ids(m, m.banned, device), ninf)
-            else:
-                ids = self._ids(m, m.allowed, device)
-                kept = scores.index_select(1, ids)
-                scores.fill_(ninf)
-                scores.index_copy_(1, ids, kept)
-            return
-        width = scores.shape[1]
-        flat = scores.view(-1) if scores.is_contiguous() else None
-        banned, allowed, allowed_rows = [], [], []
-        for r, m in enumerate(masks):
-            if m is None or m.all_allowed:
-                continue
-            if m.banned is not None:
-                banned.append(self._ids(m, m.banned, device) + r * width)
-            else:
-                allowed.append(self._ids(m, m.allowed, device) + r * width)
-                allowed_rows.append(r)
-        if flat is None:  # rare: a non-contiguous view; fall back to row operations
-            for r, m in enumerate(masks):
-                self._apply(scores[r : r + 1], [m])
-            return
-        if banned:
-            flat.index_fill_(0, torch.cat(banned), ninf)
-        if allowed:
-            idx = torch.cat(allowed)
-            kept = flat.index_select(0, idx)
-            scores.index_fill_(0, torch.tensor(allowed_rows, device=device), ninf)
-            flat.index_copy_(0, idx, kept)
 
     # -- reporting ---------------------------------------------------------------------------
 

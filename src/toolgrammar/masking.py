@@ -1,0 +1,89 @@
+"""Applying cached state masks to a batch of logits (torch), shared by the transformers and vLLM adapters.
+
+One batched operation per mask kind, whatever the batch size: the banned ids of every row in one
+``index_fill_`` over the flattened logits; the allowed ids of every row by saving their logits
+(``index_select``), filling those rows with ``-inf`` and copying the saved logits back. Each
+mask's id array goes to the device once and stays there (masks are cached by the grammar, so the set
+is small). Columns from ``n_tokens`` on (padding beyond the tokenizer) are always masked.
+Why not a boolean mask or a bitmask: on a fresh scores tensor, ``masked_fill_`` over all 151,936
+columns costs several times an ``index_fill_`` of a few thousand ids (bench/RESULTS.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from .engine import StateMask
+
+NEG_INF = float("-inf")
+
+
+class MaskApplier:
+    """Applies per-row :class:`~toolgrammar.engine.StateMask` values to ``(rows, width)`` logits in place."""
+
+    def __init__(self) -> None:
+        self._ids: dict[tuple[int, Any], torch.Tensor] = {}
+        self._keep: dict[int, StateMask] = {}  # keeps each array alive, so its id() is never reused
+
+    def ids(self, mask: StateMask, arr: Any, device: torch.device) -> torch.Tensor:
+        key = (id(arr), device)
+        t = self._ids.get(key)
+        if t is None:
+            t = torch.from_numpy(arr).to(device)
+            self._ids[key] = t
+            self._keep[id(arr)] = mask
+        return t
+
+    def apply(self, logits: torch.Tensor, rows: Sequence[int], masks: Sequence[StateMask], n_tokens: int) -> None:
+        """Mask row ``rows[i]`` of ``logits`` with ``masks[i]``, and the padding columns of those rows."""
+        if not rows:
+            return
+        width = logits.shape[1]
+        if len(rows) == 1:
+            row = logits[rows[0]]
+            if width > n_tokens:
+                row[n_tokens:] = NEG_INF
+            self.apply_row(row, masks[0])
+            return
+        device = logits.device
+        if width > n_tokens:
+            if len(rows) == logits.shape[0]:
+                logits[:, n_tokens:] = NEG_INF
+            else:
+                logits[torch.tensor(list(rows), device=device), n_tokens:] = NEG_INF
+        if not logits.is_contiguous():  # rare: a view; fall back to one row at a time
+            for r, m in zip(rows, masks, strict=True):
+                self.apply_row(logits[r], m)
+            return
+        flat = logits.view(-1)
+        banned, allowed, allowed_rows = [], [], []
+        for r, m in zip(rows, masks, strict=True):
+            if m.all_allowed:
+                continue
+            if m.banned is not None:
+                banned.append(self.ids(m, m.banned, device) + r * width)
+            else:
+                allowed.append(self.ids(m, m.allowed, device) + r * width)
+                allowed_rows.append(r)
+        if banned:
+            flat.index_fill_(0, banned[0] if len(banned) == 1 else torch.cat(banned), NEG_INF)
+        if allowed:
+            idx = allowed[0] if len(allowed) == 1 else torch.cat(allowed)
+            kept = flat.index_select(0, idx)
+            logits.index_fill_(0, torch.tensor(allowed_rows, device=device), NEG_INF)
+            flat.index_copy_(0, idx, kept)
+
+    def apply_row(self, row: torch.Tensor, m: StateMask) -> None:
+        """Mask one row (a 1-D view)."""
+        if m.all_allowed:
+            return
+        if m.banned is not None:
+            row.index_fill_(0, self.ids(m, m.banned, row.device), NEG_INF)
+        else:
+            ids = self.ids(m, m.allowed, row.device)
+            kept = row.index_select(0, ids)
+            row.fill_(NEG_INF)
+            row.index_copy_(0, ids, kept)
