@@ -61,6 +61,7 @@ def machine_info() -> dict[str, Any]:
         except importlib.metadata.PackageNotFoundError:
             versions[dist] = None
     return {
+        "git": _git_state(),
         "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "cpu": cpu,
         "nproc": usable,
@@ -70,6 +71,23 @@ def machine_info() -> dict[str, Any]:
         "platform": platform.platform(),
         "versions": versions,
     }
+
+
+def _git_state() -> str:
+    """The commit measured, and the files of ``src/`` that differ from it (a shared tree moves)."""
+    import subprocess
+
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "src"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.split("\n")
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+    changed = sorted(line[3:] for line in dirty if line.strip())
+    return head + (f" + uncommitted {', '.join(changed)}" if changed else "")
 
 
 # ------------------------------------------------------------------------------------------ tool sets
@@ -341,8 +359,12 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 def write_results(stem: str, markdown: str, data: dict[str, Any]) -> tuple[Path, Path]:
     """``bench/results/<stem>-<date>.md`` and ``.json``."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    day = _dt.date.today().isoformat()
+    now = _dt.datetime.now()
+    day = now.date().isoformat()
     md = RESULTS_DIR / f"{stem}-{day}.md"
+    if md.exists():  # never overwrite an earlier run of the same day
+        day += now.strftime("-%H%M%S")
+        md = RESULTS_DIR / f"{stem}-{day}.md"
     js = RESULTS_DIR / f"{stem}-{day}.json"
     md.write_text(markdown + "\n", encoding="utf-8")
     js.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

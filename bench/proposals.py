@@ -88,7 +88,7 @@ class ProposedProcessor(ToolCallLogitsProcessor):
         """One row: a new generation unless the input is the previous one plus one token (bytes compare)."""
         now = ids.tobytes()
         prev = self._prev_bytes
-        if prev is not None and len(now) == len(prev) + 8 and now.startswith(prev):
+        if prev is not None and len(now) == len(prev) + ids.itemsize and now.startswith(prev):
             self.cursors[0].advance(int(ids[0, -1]))
         else:
             self._start(input_ids)
@@ -189,12 +189,16 @@ def proposed_walk(tg: Any, state: int) -> np.ndarray:
 
 
 def proposed_compute(tg: Any, state: int) -> Any:
-    """Replacement for ``TokenGrammar._compute``: the same mask, with the budget bookkeeping done on the
-    allowed tokens only (a structure state allows a handful of 151,669 tokens) instead of full-width
-    ``np.where`` passes."""
+    """Replacement for ``TokenGrammar._compute``: text states (more than :data:`TRIE_MIN_SYMBOLS` symbols
+    accepted) are walked with the trie, and the budget bookkeeping runs on the allowed tokens only;
+    literal and structure states keep the shipped code (already sparse there)."""
     from toolgrammar.engine import INF, StateMask
 
-    nxt = proposed_walk(tg, state)
+    t = tg.transitions
+    if int(np.count_nonzero(t[state] >= 0)) <= TRIE_MIN_SYMBOLS:
+        return type(tg)._compute(tg, state)
+    tg.n_walks += 1
+    nxt = walk_trie(tg.table, trie_of(tg.table), t, state)
     idx = np.flatnonzero(nxt >= 0)
     need = tg.dist[nxt[idx]]
     fin = need < INF

