@@ -124,7 +124,8 @@ def cpu_model() -> str:
     return platform.processor() or "?"
 
 
-def run(budgets: list[int], n_seeds: int, model_dir: Path) -> dict[str, Any]:
+def run(budgets: list[int], n_seeds: int, model_dir: Path) -> tuple[dict[str, Any], Any]:
+    """The batch through every route; returns the results and the engine (shut it down with :func:`close`)."""
     from vllm import LLM
 
     from toolgrammar.vllm import VllmToolCallLogitsProcessor, write_tiny_random_qwen3
@@ -182,7 +183,7 @@ def run(budgets: list[int], n_seeds: int, model_dir: Path) -> dict[str, Any]:
             )
         passes[route] = {"wall_s": wall, "tokens": n_tokens, "tokens_per_s": n_tokens / wall, "warmup_s": warm_s}
         print(f"{route}: {n_tokens} tokens in {wall:.1f} s", file=sys.stderr, flush=True)
-    return {
+    results = {
         "date": dt.date.today().isoformat(),
         "machine": {"cpu": cpu_model(), "nproc": len(os.sched_getaffinity(0)), "python": platform.python_version()},
         "versions": versions(),
@@ -192,6 +193,14 @@ def run(budgets: list[int], n_seeds: int, model_dir: Path) -> dict[str, Any]:
         "passes": passes,
         "rows": rows,
     }
+    return results, llm
+
+
+def close(llm: Any) -> None:
+    """Stop vLLM's engine processes now (left to the garbage collector, they kept the script alive here)."""
+    core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+    if core is not None:
+        core.shutdown()
 
 
 def summarize(results: dict[str, Any]) -> dict[str, dict[int, dict[str, int]]]:
@@ -271,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     with tempfile.TemporaryDirectory(prefix="toolgrammar-vllm-") as tmp:
-        results = run(args.budgets, args.seeds, args.model_dir or Path(tmp) / "model")
+        results, llm = run(args.budgets, args.seeds, args.model_dir or Path(tmp) / "model")
+        close(llm)
     text = markdown(results)
     print(text)
     if not args.no_write:

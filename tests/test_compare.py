@@ -93,11 +93,34 @@ def seed_like_script(prompt: str, mode: str, seed: int, turn: int, messages) -> 
         return FENCED
     if "chunk()" in prompt:
         return BARE
-    return "No tool needed."
+    return "JSON is a text format for data."
+
+
+SCRIPTED_TASKS = [
+    {"id": "read-stats", "prompt": "Show me the contents of textkit/stats.py.", "expected_tool": "read_file",
+     "expected_arguments": {"path": "textkit/stats.py"}},
+    {"id": "read-readme", "prompt": "Read the README.md.", "expected_tool": "read_file",
+     "expected_arguments": {"path": "README.md"}},
+    {"id": "read-config", "prompt": "Explain textkit/config.py.", "expected_tool": "read_file"},
+    {"id": "read-strings", "prompt": "Which string helpers are there?", "expected_tool": "read_file"},
+    {"id": "read-chunks", "prompt": "What does chunk() return?", "expected_tool": "read_file"},
+    {"id": "explain", "prompt": "What is JSON?"},
+]  # fmt: skip
 
 
 def _config(tmp_path: Path, **overrides) -> CompareConfig:
-    base = {"model": "scripted", "out": str(tmp_path / "out"), "limit": 6, "seeds": (0, 1), "progress": False}
+    tasks = tmp_path / "tasks.jsonl"
+    if not tasks.exists():
+        tmp_path.mkdir(parents=True, exist_ok=True)
+        tasks.write_text("".join(json.dumps(t) + "\n" for t in SCRIPTED_TASKS))
+    base = {
+        "model": "scripted",
+        "tasks": str(tasks),
+        "out": str(tmp_path / "out"),
+        "limit": 6,
+        "seeds": (0, 1),
+        "progress": False,
+    }
     base.update(overrides)
     return CompareConfig(**base)
 
@@ -107,7 +130,7 @@ def test_counts_on_scripted_outputs(tmp_path):
     free = report.summary["modes"]["free"]
     constrained = report.summary["modes"]["constrained"]
     assert report.ok and report.constrained_errors == 0
-    # per seed: read-stats valid, read-readme raw newline, read-config truncated x3 turns, fenced, bare, cli: none
+    # per seed: read-stats valid, read-readme raw newline, read-config truncated x3 turns, fenced, bare, explain: none
     assert free["runs"] == 12 and constrained["runs"] == 12
     assert free["error_kinds"] == {"raw-newline-in-string": 2, "truncated": 6}
     assert free["blocks"] == 2 * (1 + 1 + 3) and free["valid_calls"] == 2
@@ -116,10 +139,12 @@ def test_counts_on_scripted_outputs(tmp_path):
     assert free["runs_at_turn_limit"] == 2  # the truncated call sent again every turn, as in the seed
     assert constrained["error_kinds"] == {} and constrained["blocks"] == 12 and constrained["valid_calls"] == 12
     assert report.summary["hidden_by_grammar"] == {"raw-newline-in-string": 2, "truncated": 6}
-    # expected tool: read-stats (read_file, ./ path still matches), read-readme/config/strings/chunks expect read_file
-    assert free["expected_tool_tasks"] == 12 and free["expected_tool_hits"] == 2
-    assert free["expected_arguments_hits"] == 2
-    assert constrained["expected_tool_hits"] == 12 and constrained["expected_arguments_hits"] == 2
+    # expected tool: 5 tasks name read_file; only read-stats's free call is valid (its ./ path still matches)
+    assert free["expected_tool_tasks"] == 10 and free["expected_tool_hits"] == 2
+    assert free["expected_arguments_tasks"] == 4 and free["expected_arguments_hits"] == 2
+    assert constrained["expected_tool_hits"] == 10 and constrained["expected_arguments_hits"] == 2
+    # read-strings named read_file, the right tool, but in a fenced block; grep (bare) was the wrong tool
+    assert free["expected_tool_other_shape"] == 2 and constrained["expected_tool_other_shape"] == 0
 
 
 def test_bad_call_error_string_goes_back_as_the_result(tmp_path):
@@ -167,7 +192,7 @@ def test_a_leak_in_the_constrained_run_is_reported_loudly(tmp_path):
     assert not report.ok and report.constrained_errors == 2
     markdown = (tmp_path / "out" / "report.md").read_text()
     assert "BUG: the constrained run made 2 invalid block(s)" in markdown
-    assert "## Constrained errors (bugs)" in markdown and "read-stats" in markdown
+    assert "## Constrained errors (bugs)" in markdown and "read-readme" in markdown
     saved = json.loads((tmp_path / "out" / "report.json").read_text())
     assert saved["summary"]["modes"]["constrained"]["error_kinds"] == {"raw-newline-in-string": 2}
 

@@ -250,3 +250,19 @@ def test_vectorized_walk_equals_a_token_by_token_walk(vocab, toolset, options):
         for token, got_sparse in zip(sample.tolist(), sparse.tolist(), strict=True):
             expected = tg.step(int(state), token)
             assert fast[token] == expected == got_sparse, (state, token, vocab.token_bytes[token])
+
+
+def test_budgets_beyond_255_tokens_are_exact(vocab):
+    """Needs are cached as one byte per token; budgets of 255 or more take the exact path."""
+    runes = "ᚠᚢᚦᚨᚱᚲᚷᚹᚺᚾᛁᛃᛇᛈᛉᛊᛏᛒᛖᛗᛚᛜᛞᛟ" * 8
+    tools = [{"name": "carve", "parameters": {"type": "object", "properties": {"text": {"const": runes}},
+                                              "required": ["text"]}}]
+    tg = TokenGrammar(compile_turn(tools, reasoning="disabled", tool_choice="required"), vocab)
+    need = int(tg.dist[tg.start])
+    assert need > 256, need
+    rng = np.random.default_rng(3)
+    for budget in (need, need + 1, need + 5):
+        walk = random_walk(tg, rng, max_tokens=budget, prefer=[OPENER])
+        parsed = parse_turn(decode(vocab, walk.tokens), tools)
+        assert [c.arguments for c in parsed.tool_calls] == [{"text": runes}], budget
+        assert not walk.in_block_at_end

@@ -365,6 +365,33 @@ def test_placeholder_ids_leave_the_row_unconstrained_and_counted(caplog: pytest.
     assert "--logits-processors" in caplog.text
 
 
+def test_a_rejected_token_is_counted_once_and_frees_the_row(caplog: pytest.LogCaptureFixture) -> None:
+    import torch
+
+    from toolgrammar.vocab import load_qwen3_tokenizer
+
+    proc = _processor()
+    out: list[int] = []
+    proc.update_state(_update(1, added=[(0, _params(64, tool_choice="read_file", reasoning="disabled"), [1], out)]))
+    out.extend(load_qwen3_tokenizer().encode("hello there", add_special_tokens=False))  # a named call must open
+    logits = torch.zeros(1, 151_936)
+    with caplog.at_level("ERROR", logger="toolgrammar.vllm"):
+        proc.apply(logits)
+        out.append(11)
+        proc.apply(logits)
+    assert (logits == 0).all()
+    assert proc.stats()["errors"] == 1
+    assert "left the grammar" in caplog.text
+
+
+def test_a_budget_below_the_first_call_is_reported(caplog: pytest.LogCaptureFixture) -> None:
+    proc = _processor()
+    with caplog.at_level("WARNING", logger="toolgrammar.vllm"):
+        proc.update_state(_update(2, added=[(0, _params(4, tool_choice="write_file"), [1], [])]))
+        proc.update_state(_update(2, added=[(1, _params(4, tool_choice="auto"), [1], [])]))
+    assert caplog.text.count("max_tokens=4 is below") == 1
+
+
 def test_budget_comes_from_max_tokens_and_the_context_left() -> None:
     proc = _processor()
     proc.max_model_len = 100
@@ -469,13 +496,7 @@ def judge(text: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
 def _driver(out: Path, model_dir: Path) -> None:
     from vllm import LLM, SamplingParams
 
-    from toolgrammar.vllm import (
-        VllmToolCallLogitsProcessor,
-        extra_args,
-        processor_stats,
-        structured_outputs,
-        write_tiny_random_qwen3,
-    )
+    from toolgrammar.vllm import VllmToolCallLogitsProcessor, extra_args, structured_outputs, write_tiny_random_qwen3
     from toolgrammar.vocab import load_qwen3_tokenizer
 
     tools = _tools()
@@ -541,10 +562,13 @@ def _driver(out: Path, model_dir: Path) -> None:
                 "closed_errors": sum(len(r["closed_errors"]) for r in sel),
             }
     out.write_text(json.dumps({"summary": summary, "rows": rows, "processor_stats": stats}, indent=1))
-    del processor_stats  # imported to fail early when the module lacks it
+    core = getattr(llm.llm_engine, "engine_core", None)
+    if core is not None:  # stop the engine processes now rather than at interpreter exit
+        core.shutdown()
 
 
 def _worker_stats(worker: Any) -> list[dict[str, Any]]:
+    """Run by ``LLM.collective_rpc`` in each worker process: the processors living there."""
     from toolgrammar.vllm import processor_stats
 
     return processor_stats()

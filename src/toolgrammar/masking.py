@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from .engine import StateMask
@@ -27,6 +28,7 @@ class MaskApplier:
     def __init__(self) -> None:
         self._ids: dict[tuple[int, Any], torch.Tensor] = {}
         self._keep: dict[int, StateMask] = {}  # keeps each array alive, so its id() is never reused
+        self._with_padding: dict[tuple[int, int], np.ndarray] = {}
 
     def ids(self, mask: StateMask, arr: Any, device: torch.device) -> torch.Tensor:
         key = (id(arr), device)
@@ -87,3 +89,28 @@ class MaskApplier:
             kept = row.index_select(0, ids)
             row.fill_(NEG_INF)
             row.index_copy_(0, ids, kept)
+
+    def apply_host_row(self, row: np.ndarray, m: StateMask | None, n_tokens: int) -> None:
+        """Mask one host row (a float32 numpy view of the logits) and its padding columns, in one write.
+
+        A banned list carries the padding columns (cached per mask and width); an allowed list fills
+        the whole row anyway; only an all-allowed (or ``None``: finished) row writes the padding alone.
+        """
+        width = row.shape[0]
+        if m is None or m.all_allowed:
+            if width > n_tokens:
+                row[n_tokens:] = NEG_INF
+        elif m.banned is not None:
+            key = (id(m.banned), width)
+            ids = self._with_padding.get(key)
+            if ids is None:
+                ids = m.banned
+                if width > n_tokens:
+                    ids = np.concatenate([ids, np.arange(n_tokens, width, dtype=ids.dtype)])
+                self._with_padding[key] = ids
+                self._keep[id(m.banned)] = m
+            row[ids] = NEG_INF
+        else:
+            kept = row[m.allowed]
+            row.fill(NEG_INF)
+            row[m.allowed] = kept

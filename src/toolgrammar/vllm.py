@@ -7,9 +7,12 @@ Route 1, structured outputs (:func:`structured_outputs`)
     schemas, the chat template's canonical JSON, no unbounded whitespace), tool choice (``none``:
     no opener; ``required``: at least one block; a name: that block straight away), parallel calls
     joined by the format's separator, nothing after the last block (``after_calls="end"``), and the
-    reasoning part as ``reasoning`` says. No vLLM code runs: vLLM's own xgrammar backend enforces
-    it, which also makes it the route that works with speculative decoding and through
-    ``extra_body={"structured_outputs": {"structural_tag": ...}}`` on any vLLM server.
+    reasoning part as ``reasoning`` says. No toolgrammar code runs in the engine: vLLM's own
+    xgrammar backend enforces it, which also makes it the route that works with speculative decoding
+    and through ``extra_body={"structured_outputs": {"structural_tag": ...}}`` on any vLLM server.
+    The tests check, option set by option set, that xgrammar accepts exactly the texts the turn
+    grammar accepts; one known, harmless difference: with ``reasoning="enabled"`` a turn that does
+    not reason may still start with ``<think>`` (the strict parser then reads it as reasoning).
 
     What it cannot carry: **the token budget.** xgrammar knows nothing of ``max_tokens``, so a
     block that is open when the budget runs out is cut (an unclosed, invalid call). Nor can it carry
@@ -32,8 +35,9 @@ Route 2, the logits processor (:class:`VllmToolCallLogitsProcessor`)
         SamplingParams(max_tokens=256, extra_args=extra_args(tools, tool_choice="required"))
         # OpenAI server: extra_body={"vllm_xargs": extra_args(tools, as_json=True)}
 
-    Requests without the ``"toolgrammar"`` key are untouched. Not available with speculative
-    decoding (vLLM refuses custom logits processors there) and per engine, not per request.
+    Requests without the ``"toolgrammar"`` key are untouched. Loaded per engine, not per request.
+    Not available with speculative decoding: vLLM refuses a named processor there, and silently
+    skips entry-point ones (toolgrammar requests would then run unconstrained; use route 1).
 
 Loading, and vLLM's async scheduling
     The processor needs each row's sampled tokens. With async scheduling (vLLM's default on GPUs)
@@ -49,8 +53,10 @@ Error policy
     Bad tools or options fail the request before it runs: :meth:`VllmToolCallLogitsProcessor.validate_params`
     compiles the grammar in the front end and raises ``ValueError`` (HTTP 400 from the server).
     Inside the engine nothing raises: a row whose sampled token the grammar rejects (possible only
-    when something after the processor changed the logits) or whose tokens are unknown goes into a
-    sticky error state, is left unconstrained and is logged.
+    when something else changed its logits: ``min_tokens``, a thinking budget) or whose tokens are
+    unknown goes into a sticky error state, is left unconstrained and is logged. A ``max_tokens``
+    below what the policy's first call needs (``required`` or a named tool with a tiny budget) is
+    logged as a warning: the engine then heads for the end as fast as it can, but that call can be cut.
 
 Hot path: per step, each constrained row catches up with its new output tokens (O(new tokens)),
 reads its cached mask, and the batch is masked with one ``index_fill_`` (banned ids) and one
@@ -585,6 +591,7 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
                 "toolgrammar: this engine schedules asynchronously and the processor was loaded only through its "
                 "entry point, so vLLM may hand over placeholder token ids; start vLLM with --logits-processors "
                 f"{ENTRY_POINT} (or --no-async-scheduling)",
+                logging.WARNING,
             )
         try:
             grammar = self._token_grammar(spec)
@@ -598,7 +605,17 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
             budget = room if budget is None else min(budget, room)
         from .engine import Cursor
 
-        return _Row(Cursor(grammar, budget if budget is None or budget >= 1 else 1), output_ids)
+        cursor = Cursor(grammar, budget if budget is None or budget >= 1 else 1)
+        need = int(grammar.dist[grammar.start])
+        if cursor.max_tokens is not None and cursor.max_tokens < need:
+            # Only a policy that forces a call (required, a named tool) needs tokens before the turn may end.
+            self._log_once(
+                f"budget:{need}:{cursor.max_tokens}",
+                f"toolgrammar: max_tokens={cursor.max_tokens} is below the {need} tokens this policy may need for its "
+                f"first call (tool_choice={grammar.grammar.options.tool_choice!r}); that call can be cut",
+                logging.WARNING,
+            )
+        return _Row(cursor, output_ids)
 
     def _catch_up(self, row: _Row) -> None:
         """Feed the cursor the tokens vLLM appended to the request's output since the last step."""
@@ -620,7 +637,11 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
                 continue
             if not cursor.advance(token):
                 self.n_errors += 1
-                self._log_once("rejected", f"toolgrammar: a sampled token left the grammar: {cursor.error}")
+                self._log_once(
+                    "rejected",
+                    f"toolgrammar: a sampled token left the grammar ({cursor.error}); the row is left unconstrained. "
+                    "Something else changed the row's logits (min_tokens, a thinking budget, another processor)",
+                )
             row.consumed += 1
 
     # -- grammar and vocabulary ----------------------------------------------------------------------
@@ -668,10 +689,10 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
         self._vocab = vocab
         return vocab
 
-    def _log_once(self, key: str, message: str) -> None:
+    def _log_once(self, key: str, message: str, level: int = logging.ERROR) -> None:
         if key not in self._logged:
             self._logged.add(key)
-            logger.error(message) if "unconstrained" in message else logger.warning(message)
+            logger.log(level, message)
 
     # -- reporting ------------------------------------------------------------------------------------
 
