@@ -325,6 +325,35 @@ def test_batch_bookkeeping_follows_removed_added_moved() -> None:
     assert proc.stats()["errors"] == 0
 
 
+def test_one_row_on_the_host_matches_the_cursor() -> None:
+    """A single constrained row takes the host (numpy) path: same mask, padding included, both mask kinds."""
+    import torch
+
+    from toolgrammar.engine import Cursor
+    from toolgrammar.vocab import load_qwen3_tokenizer
+
+    proc = _processor()
+    out: list[int] = []
+    proc.update_state(_update(1, added=[(0, _params(64, tool_choice="read_file", reasoning="disabled"), [1], out)]))
+    ref = Cursor(proc.rows[0].cursor.grammar, 64)
+    prefix = load_qwen3_tokenizer().encode(
+        '<tool_call>\n{"name": "read_file", "arguments": {"path": "a', add_special_tokens=False
+    )
+    kinds = set()
+    for token in [None, *prefix]:
+        if token is not None:
+            out.append(token)
+            ref.advance(token)
+        mask = ref.mask()
+        kinds.add("banned" if mask.banned is not None else "allowed" if mask.allowed is not None else "all")
+        logits = torch.randn(1, 151_936)
+        original = logits.clone()
+        proc.apply(logits)
+        _check_masked(logits, original, proc, {0: ref})
+        assert torch.isinf(logits[0, 151_669:]).all()
+    assert {"banned", "allowed"} <= kinds
+
+
 def test_padding_columns_are_masked_for_constrained_rows_only() -> None:
     import torch
 

@@ -59,9 +59,11 @@ Error policy
     logged as a warning: the engine then heads for the end as fast as it can, but that call can be cut.
 
 Hot path: per step, each constrained row catches up with its new output tokens (O(new tokens)),
-reads its cached mask, and the batch is masked with one ``index_fill_`` (banned ids) and one
-``fill_``/``index_copy_`` pair (allowed ids) over the flattened logits; the index tensors of each
-cached mask are copied to the device once. No Python loop over the vocabulary.
+reads its cached mask, and :class:`toolgrammar.masking.MaskApplier` (shared with the transformers
+adapter) masks the batch with one ``index_fill_`` (banned ids) and one ``fill_``/``index_copy_``
+pair (allowed ids) over the flattened logits, the index tensors of each cached mask copied to the
+device once; a single constrained row on the CPU takes its numpy fast path. Rows of other requests
+are not touched. No Python loop over the vocabulary.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ import logging
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -382,77 +384,6 @@ def _compile_spec(spec: dict[str, Any]) -> TurnGrammar:
     return turn
 
 
-class MaskApplier:
-    """Applies per-row :class:`~toolgrammar.engine.StateMask` values to a ``(rows, width)`` logits tensor.
-
-    The strategy of :class:`toolgrammar.hf.ToolCallLogitsProcessor`: banned ids of all rows in one
-    ``index_fill_`` over the flattened tensor, allowed ids of all rows by saving their logits
-    (``index_select``), filling those rows with ``-inf`` and copying the saved logits back. Each
-    mask's id array is copied to the device once and kept (masks are cached by the grammar, so the
-    set is small). Columns from ``n_tokens`` on (padding beyond the tokenizer) are masked in every
-    constrained row.
-    """
-
-    def __init__(self, device: Any):
-        self.device = device
-        self._ids: dict[int, torch.Tensor] = {}
-        self._keep: dict[int, StateMask] = {}
-
-    def ids(self, mask: StateMask, arr: Any) -> torch.Tensor:
-        import torch
-
-        t = self._ids.get(id(arr))
-        if t is None:
-            t = torch.from_numpy(arr).to(self.device)
-            self._ids[id(arr)] = t
-            self._keep[id(arr)] = mask  # keeps arr alive, so its id is never reused
-        return t
-
-    def apply(self, logits: torch.Tensor, rows: Sequence[int], masks: Sequence[StateMask], n_tokens: int) -> None:
-        import torch
-
-        if not rows:
-            return
-        ninf = float("-inf")
-        width = logits.shape[1]
-        row_index = torch.tensor(list(rows), device=logits.device)
-        if width > n_tokens:
-            logits[row_index, n_tokens:] = ninf
-        if not logits.is_contiguous():  # rare: a view; fall back to one row at a time
-            for r, m in zip(rows, masks, strict=True):
-                self.apply_row(logits[r], m)
-            return
-        flat = logits.view(-1)
-        banned, allowed, allowed_rows = [], [], []
-        for r, m in zip(rows, masks, strict=True):
-            if m.all_allowed:
-                continue
-            if m.banned is not None:
-                banned.append(self.ids(m, m.banned) + r * width)
-            else:
-                allowed.append(self.ids(m, m.allowed) + r * width)
-                allowed_rows.append(r)
-        if banned:
-            flat.index_fill_(0, banned[0] if len(banned) == 1 else torch.cat(banned), ninf)
-        if allowed:
-            idx = allowed[0] if len(allowed) == 1 else torch.cat(allowed)
-            kept = flat.index_select(0, idx)
-            logits.index_fill_(0, torch.tensor(allowed_rows, device=logits.device), ninf)
-            flat.index_copy_(0, idx, kept)
-
-    def apply_row(self, row: torch.Tensor, m: StateMask) -> None:
-        ninf = float("-inf")
-        if m.all_allowed:
-            return
-        if m.banned is not None:
-            row.index_fill_(0, self.ids(m, m.banned), ninf)
-        else:
-            ids = self.ids(m, m.allowed)
-            kept = row.index_select(0, ids)
-            row.fill_(ninf)
-            row.index_copy_(0, ids, kept)
-
-
 @dataclass
 class _Row:
     """One constrained request in the persistent batch."""
@@ -493,13 +424,15 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
     """
 
     def __init__(self, vllm_config: Any, device: Any, is_pin_memory: bool):
+        from .masking import MaskApplier
+
         self.vllm_config = vllm_config
         self.device = device
         model_config = getattr(vllm_config, "model_config", None)
         self.model_config = model_config
         self.max_model_len = getattr(model_config, "max_model_len", None)
         self.rows: dict[int, _Row] = {}
-        self.applier = MaskApplier(device)
+        self.applier: MaskApplier = MaskApplier()
         self._vocab: Vocabulary | None = None
         self._vocab_error: str | None = None
         self._grammars: dict[str, TokenGrammar] = {}
@@ -570,7 +503,10 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
             rows.append(index)
             masks.append(mask)
             n_tokens = row.cursor.grammar.table.n_tokens
-        if rows:
+        if len(rows) == 1 and logits.device.type == "cpu" and logits.dtype == _float32() and logits.is_contiguous():
+            # One row on the host: one numpy write through a view (the transformers adapter's fast path).
+            self.applier.apply_host_row(logits[rows[0]].numpy(), masks[0], n_tokens)
+        elif rows:
             self.applier.apply(logits, rows, masks, n_tokens)
         return logits
 
@@ -701,6 +637,12 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
         return {"requests": self.n_requests, "rows": len(self.rows), "errors": self.n_errors}
 
 
+def _float32() -> Any:
+    import torch
+
+    return torch.float32
+
+
 def processor_stats() -> list[dict[str, Any]]:
     """Stats of every live processor in this process (for ``LLM.collective_rpc`` in tests and benchmarks)."""
     with _live_lock:
@@ -760,7 +702,6 @@ def write_tiny_random_qwen3(directory: Any, *, seed: int = 0) -> Any:
 __all__ = [
     "ENTRY_POINT",
     "EXTRA_ARGS_KEY",
-    "MaskApplier",
     "VllmToolCallLogitsProcessor",
     "extra_args",
     "processor_stats",
