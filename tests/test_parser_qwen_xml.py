@@ -281,17 +281,25 @@ def test_fixture_in_strict_mode(record: dict[str, Any]) -> None:
     assert (strict.content, strict.reasoning_content) == (lenient.content, lenient.reasoning_content)
 
 
+def _is_hand_written(record: dict[str, Any]) -> bool:
+    """Bug reports' hand-written markup, not template renders: not comparable with render_call."""
+    return record["id"] == "qwen3-xml/bug-coder-text-after-call" or record["id"].endswith("outside-int64")
+
+
 @pytest.mark.parametrize(
     "record",
-    [r for r in FIXTURES if r.get("expected") and r["expected"]["tool_calls"] and r["id"] not in MALFORMED_KINDS],
+    [
+        r
+        for r in FIXTURES
+        if r.get("expected") and r["expected"]["tool_calls"] and r["id"] not in MALFORMED_KINDS
+        and not _is_hand_written(r)
+    ],
     ids=lambda r: r["id"],
 )
 def test_render_call_is_the_chat_template(record: dict[str, Any]) -> None:
     """The template's blocks end every canonical fixture; the Qwen3-Coder-30B / Qwen3.5 renders of
     booleans use Python literals, the Qwen3.8 / Coder-Next ones JSON."""
     calls = record["expected"]["tool_calls"]
-    if record["id"] == "qwen3-xml/bug-coder-text-after-call" or record["id"].endswith("outside-int64"):
-        pytest.skip("a bug report's hand-written markup, not a template render")
     python = "x-python-literals" in record["tags"]
     rendered = "\n".join(render_call(c["name"], c["arguments"], python_literals=python) for c in calls)
     assert record["raw_output"].endswith(rendered)

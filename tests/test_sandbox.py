@@ -148,7 +148,9 @@ def test_escaping_paths_are_refused_with_an_error_string(box: Sandbox, path: str
     if tool == "write_file":
         arguments["content"] = "pwned"
     if tool == "run_tests" and path == "":
-        pytest.skip("an empty run_tests path means every test")
+        result = box.execute(tool, arguments)  # an empty run_tests path means every test: allowed
+        assert not result.startswith("error: path"), result
+        return
     result = box.execute(tool, arguments)
     assert result.startswith("error:"), result
     assert os.listdir(box.root.parent) == ["repo"]  # nothing written beside the copy
