@@ -228,9 +228,8 @@ class OutlinesCoreRunner(EngineRunner):
         state.advance(token_id, return_tokens=False)
 
 
-def runners(proposals: bool = False) -> list[EngineRunner]:
-    """The rows, in table order. toolgrammar's runner comes first once ``bench/toolgrammar_runner.py`` exists
-    (with ``proposals``, followed by the same processor with ``bench/proposals.py``'s changes)."""
+def runners() -> list[EngineRunner]:
+    """The rows, in table order. toolgrammar's runner comes first once ``bench/toolgrammar_runner.py`` exists."""
     out: list[EngineRunner] = [XgrammarRunner(), LlguidanceRunner(), OutlinesCoreRunner()]
     try:
         import toolgrammar_runner  # type: ignore[import-not-found]
@@ -238,8 +237,6 @@ def runners(proposals: bool = False) -> list[EngineRunner]:
         if e.name != "toolgrammar_runner":
             raise
     else:
-        if proposals:
-            out.insert(0, toolgrammar_runner.ToolgrammarProposedRunner())
         out.insert(0, toolgrammar_runner.ToolgrammarRunner())
     return out
 
@@ -606,11 +603,6 @@ def main(argv: list[str] | None = None) -> int:
         "thread, and on a busy 2-core machine waiting for it turns 50 µs into milliseconds)",
     )
     p.add_argument(
-        "--proposals",
-        action="store_true",
-        help="also measure toolgrammar with bench/proposals.py's changes (a second toolgrammar row)",
-    )
-    p.add_argument(
         "--compiled-apply",
         action="store_true",
         help="also time llguidance's torch.compile'd apply kernel (its first build takes ~30 s)",
@@ -631,8 +623,8 @@ def main(argv: list[str] | None = None) -> int:
 
     rows: list[Row] = []
     bitmasks: dict[str, torch.Tensor] = {}
-    tg_runner = tg_proposed = None
-    for runner in runners(args.proposals):
+    tg_runner = None
+    for runner in runners():
         if args.only and not any(o in runner.name for o in args.only):
             continue
         why = runner.unavailable()
@@ -643,10 +635,7 @@ def main(argv: list[str] | None = None) -> int:
         runner.setup(ctx)
         setup_ms = (now_ns() - t0) / 1e6
         if runner.name.startswith("toolgrammar"):
-            if "proposals" in runner.name:
-                tg_proposed = runner
-            else:
-                tg_runner = runner
+            tg_runner = runner
         for w in walks:
             print(f"... {runner.name}: {w.toolset.name}", file=sys.stderr, flush=True)
             rows.append(measure(runner, w, reps, batch_reps, setup_ms))
@@ -660,8 +649,6 @@ def main(argv: list[str] | None = None) -> int:
 
         print("... toolgrammar targets", file=sys.stderr, flush=True)
         extra = targets.extra_measures(tg_runner, ctx, walks, rows, reps)
-        if tg_proposed is not None:
-            extra["proposed"] = targets.extra_measures(tg_proposed, ctx, walks, rows, reps, parts=("outside",))
     cmd = "python bench/anchors.py " + " ".join(argv if argv is not None else sys.argv[1:])
     info["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     md = report(info, walks, rows, fl, cmd.strip())
@@ -673,9 +660,8 @@ def main(argv: list[str] | None = None) -> int:
         f"\n\nTotal run: {time.perf_counter() - started:.0f} s; load average "
         f"{info['load_average'][0]} at the start, {info['load_average_end'][0]} at the end."
     )
-    for r in (tg_runner, tg_proposed):
-        if r is not None:
-            r.cleanup()
+    if tg_runner is not None:
+        tg_runner.cleanup()
     print(md)
     if not args.no_write and not args.only and not args.quick:
         data = {

@@ -18,9 +18,7 @@ TOOLSETS = ("five string tools", "typed tools")
 
 
 def _tag(name: str) -> str:
-    if name.startswith("toolgrammar"):
-        return "proposed" if "proposals" in name else "toolgrammar"
-    return name.split()[0]
+    return "toolgrammar" if name.startswith("toolgrammar") else name.split()[0]
 
 
 def _load(path: str) -> dict[str, Any]:
@@ -80,43 +78,39 @@ def summarize(paths: list[str]) -> str:
     for ts in TOOLSETS:
         x = get("xgrammar", ts, "mask", "p50_us")
         xf = get("xgrammar", ts, "floor", "p50_us")
-        for tag, label in (("toolgrammar", "shipped"), ("proposed", "with proposals")):
-            t = get(tag, ts, "mask", "p50_us")
-            if not t:
-                continue
-            tf = get(tag, ts, "floor", "p50_us")
-            rx = ratio(t, x)
-            rxn = [(a / af) / (b / bf) for a, af, b, bf in zip(t, tf, x, xf, strict=True)]
-            rf = ratio(t, tf)
-            rows.append(
-                [
-                    f"{ts}, steady, {label}",
-                    _cells(t, "{:.0f}"),
-                    _cells(get(tag, ts, "mask", "mean_us"), "{:.0f}"),
-                    _cells(get(tag, ts, "mask", "max_us"), "{:.0f}"),
-                    _cells(x, "{:.0f}"),
-                    f"{_cells(rx, '{:.2f}')} {_met(_med(rx) <= 0.4)}; load-normalized {_med(rxn):.2f}x",
-                    _cells(tf, "{:.0f}"),
-                    f"{_cells(rf, '{:.2f}')} {_met(_med(rf) <= 1.5)}",
-                ]
-            )
-        for tag, label in (("toolgrammar", "shipped"), ("proposed", "with proposals")):
-            t = get(tag, ts, "first_visit", "p50_us")
-            if not t:
-                continue
-            xv = get("xgrammar", ts, "first_visit", "p50_us")
-            rows.append(
-                [
-                    f"{ts}, first visit, {label}",
-                    _cells(t, "{:.0f}"),
-                    _cells(get(tag, ts, "first_visit", "mean_us"), "{:.0f}"),
-                    _cells([v / 1000 for v in get(tag, ts, "first_visit", "max_us")], "{:.1f} ms"),
-                    _cells(xv, "{:.0f}"),
-                    f"{_cells(ratio(t, xv), '{:.2f}')} (no target)",
-                    "",
-                    "",
-                ]
-            )
+        t = get("toolgrammar", ts, "mask", "p50_us")
+        if not t:
+            continue
+        tf = get("toolgrammar", ts, "floor", "p50_us")
+        rx = ratio(t, x)
+        rxn = [(a / af) / (b / bf) for a, af, b, bf in zip(t, tf, x, xf, strict=True)]
+        rf = ratio(t, tf)
+        rows.append(
+            [
+                f"{ts}, steady",
+                _cells(t, "{:.0f}"),
+                _cells(get("toolgrammar", ts, "mask", "mean_us"), "{:.0f}"),
+                _cells(get("toolgrammar", ts, "mask", "max_us"), "{:.0f}"),
+                _cells(x, "{:.0f}"),
+                f"{_cells(rx, '{:.2f}')} {_met(_med(rx) <= 0.4)}; load-normalized {_med(rxn):.2f}x",
+                _cells(tf, "{:.0f}"),
+                f"{_cells(rf, '{:.2f}')} {_met(_med(rf) <= 1.5)}",
+            ]
+        )
+        t = get("toolgrammar", ts, "first_visit", "p50_us")
+        xv = get("xgrammar", ts, "first_visit", "p50_us")
+        rows.append(
+            [
+                f"{ts}, first visit",
+                _cells(t, "{:.0f}"),
+                _cells(get("toolgrammar", ts, "first_visit", "mean_us"), "{:.0f}"),
+                _cells([v / 1000 for v in get("toolgrammar", ts, "first_visit", "max_us")], "{:.1f} ms"),
+                _cells(xv, "{:.0f}"),
+                f"{_cells(ratio(t, xv), '{:.2f}')} (no target)",
+                "",
+                "",
+            ]
+        )
     out += _table(
         [
             "walk",
@@ -135,12 +129,10 @@ def summarize(paths: list[str]) -> str:
     out += ["### 2. Outside blocks (58 tokens of reasoning and prose)", ""]
     rows = []
 
-    def tg(*keys: str, proposed: bool = False) -> list[float]:
+    def tg(*keys: str) -> list[float]:
         vals = []
         for r in runs:
             x: Any = r["toolgrammar"]
-            if proposed:
-                x = x.get("proposed", {})
             for k in keys:
                 x = None if x is None else x.get(k)
             if x is None:
@@ -150,19 +142,16 @@ def summarize(paths: list[str]) -> str:
 
     nothing = tg("outside", "nothing", "p50_us")
     tail = tg("outside", "tail", "p50_us")
-    for label, prop in (("processor call, shipped", False), ("processor call, with proposals", True)):
-        p = tg("outside", "processor", "p50_us", proposed=prop)
-        if not p:
-            continue
-        gap = [a - b for a, b in zip(p, nothing, strict=True)]
-        rows.append(
-            [
-                label,
-                _cells(p, "{:.0f}"),
-                f"{_cells(gap, '{:.0f}')} {_met(_med(gap) <= 5)}",
-                _cells([a - b for a, b in zip(p, tail, strict=True)], "{:.0f}"),
-            ]
-        )
+    p = tg("outside", "processor", "p50_us")
+    gap = [a - b for a, b in zip(p, nothing, strict=True)]
+    rows.append(
+        [
+            "processor call",
+            _cells(p, "{:.0f}"),
+            f"{_cells(gap, '{:.0f}')} {_met(_med(gap) <= 5)}",
+            _cells([a - b for a, b in zip(p, tail, strict=True)], "{:.0f}"),
+        ]
+    )
     rows.append(["doing nothing (a Python call)", _cells(nothing, "{:.1f}"), "", ""])
     rows.append(["floor: `scores[:, 151669:] = -inf` alone", _cells(tail, "{:.0f}"), "", ""])
     out += _table(["measure", "p50 µs", "minus doing nothing (target: a few µs)", "minus the tail-write floor"], rows)
@@ -172,26 +161,24 @@ def summarize(paths: list[str]) -> str:
     rows = []
     for ts in TOOLSETS:
         lg = get("llguidance", ts, "cold_ms")
-        for tag, label in (("toolgrammar", "shipped"), ("proposed", "with proposals")):
-            c = get(tag, ts, "cold_ms")
-            if not c:
-                continue
-            comp = get(tag, ts, "compile_ms")
-            r = ratio(c, lg)
-            disk = tg("disk", ts, "ready_ms") if tag == "toolgrammar" else []
-            dwalk = tg("disk", ts, "ready_plus_walk_ms") if tag == "toolgrammar" else []
-            rows.append(
-                [
-                    f"{ts}, {label}",
-                    _cells(comp, "{:.0f}"),
-                    _cells([a - b for a, b in zip(c, comp, strict=True)], "{:.0f}"),
-                    _cells(c, "{:.0f}"),
-                    _cells(lg, "{:.0f}"),
-                    f"{_cells(r, '{:.1f}')} {_met(_med(r) <= 1)}",
-                    f"{_cells(disk, '{:.1f}')} {_met(_med(disk) < 5)}" if disk else "",
-                    _cells(dwalk, "{:.0f}") if dwalk else "",
-                ]
-            )
+        c = get("toolgrammar", ts, "cold_ms")
+        if not c:
+            continue
+        comp = get("toolgrammar", ts, "compile_ms")
+        r = ratio(c, lg)
+        disk = tg("disk", ts, "ready_ms")
+        rows.append(
+            [
+                ts,
+                _cells(comp, "{:.0f}"),
+                _cells([a - b for a, b in zip(c, comp, strict=True)], "{:.0f}"),
+                _cells(c, "{:.0f}"),
+                _cells(lg, "{:.0f}"),
+                f"{_cells(r, '{:.1f}')} {_met(_med(r) <= 1)}",
+                f"{_cells(disk, '{:.1f}')} {_met(_med(disk) < 5)}",
+                _cells(tg("disk", ts, "ready_plus_walk_ms"), "{:.0f}"),
+            ]
+        )
     out += _table(
         [
             "tool set",
@@ -212,20 +199,19 @@ def summarize(paths: list[str]) -> str:
     for ts in TOOLSETS:
         x = get("xgrammar", ts, "batch64", "p50_us")
         xb = get("xgrammar", ts, "batch64_par", "p50_us")
-        for tag, label in (("toolgrammar", "shipped"), ("proposed", "with proposals")):
-            t = get(tag, ts, "batch64", "p50_us")
-            if not t:
-                continue
-            r = ratio(t, x)
-            rows.append(
-                [
-                    f"{ts}, {label}",
-                    _cells([v / 1000 for v in t], "{:.1f}"),
-                    _cells([v / 1000 for v in x], "{:.1f}"),
-                    _cells([v / 1000 for v in xb], "{:.1f}") if xb else "",
-                    f"{_cells(r, '{:.2f}')} {_met(_med(r) <= 1)}",
-                ]
-            )
+        t = get("toolgrammar", ts, "batch64", "p50_us")
+        if not t:
+            continue
+        r = ratio(t, x)
+        rows.append(
+            [
+                ts,
+                _cells([v / 1000 for v in t], "{:.1f}"),
+                _cells([v / 1000 for v in x], "{:.1f}"),
+                _cells([v / 1000 for v in xb], "{:.1f}") if xb else "",
+                f"{_cells(r, '{:.2f}')} {_met(_med(r) <= 1)}",
+            ]
+        )
     f64 = [r["floors"]["batch 64: scores.add_(rows)"]["fresh"]["p50_us"] / 1000 for r in runs]
     rows.append(["floor: one `add_` over the (64, 151936) batch", _cells(f64, "{:.1f}"), "", "", ""])
     out += _table(

@@ -40,7 +40,6 @@ def extra_measures(
     walks: list[Any],
     rows: list[Any],
     reps: int,
-    parts: tuple[str, ...] = ("outside", "disk", "memory"),
 ) -> dict[str, Any]:
     """The toolgrammar-only measures; ``rows`` are the harness rows (their ``compiled`` processors)."""
     out: dict[str, Any] = {}
@@ -48,13 +47,9 @@ def extra_measures(
     seed = walks[0]
     mine = {r.toolset: r for r in rows if r.name == runner.name}
 
-    # -- outside blocks ---------------------------------------------------------------------------
-    if "outside" in parts:
-        out["outside"] = _outside(runner, ctx, seed, mine, reps)
-    if "disk" in parts:
-        out["disk"] = _disk(runner, tok, walks, reps)
-    if "memory" in parts:
-        out["memory"] = _memory(tok, walks, mine)
+    out["outside"] = _outside(runner, ctx, seed, mine, reps)
+    out["disk"] = _disk(runner, tok, walks, reps)
+    out["memory"] = _memory(tok, walks, mine)
     return out
 
 
@@ -200,41 +195,34 @@ def targets_markdown(
     for w in walks:
         t, x = by.get(("toolgrammar", w.toolset.name)), by.get(("xgrammar", w.toolset.name))
         lg = by.get(("llguidance", w.toolset.name))
-        pr = by.get(("proposed", w.toolset.name))
         if not (t and x):
             continue
-        for label, r in (("steady (masks cached)", t), ("steady, *with proposals*", pr)):
-            if r is None:
-                continue
-            rx = r.mask.p50 / x.mask.p50
-            rxn = (r.mask.p50 / r.floor.p50) / (x.mask.p50 / x.floor.p50)
-            rf = r.mask.p50 / r.floor.p50
-            body.append(
-                [
-                    f"{w.toolset.name}, {label}",
-                    _pmm(r.mask),
-                    _pmm(x.mask),
-                    fmt_us(lg.mask.p50) if lg else "n/a",
-                    f"{rx:.2f}x {_met(rx <= 0.4)} (load-normalized {rxn:.2f}x)",
-                    fmt_us(r.floor.p50),
-                    f"{rf:.2f}x {_met(rf <= 1.5)}",
-                ]
-            )
-        for label, r in (("first visit (cold masks)", t), ("first visit, *with proposals*", pr)):
-            if r is None:
-                continue
-            rx = r.first_visit.p50 / x.first_visit.p50
-            body.append(
-                [
-                    f"{w.toolset.name}, {label}",
-                    _pmm(r.first_visit),
-                    _pmm(x.first_visit),
-                    fmt_us(lg.first_visit.p50) if lg and lg.first_visit else "n/a",
-                    f"{rx:.2f}x (no target)",
-                    "",
-                    "",
-                ]
-            )
+        rx = t.mask.p50 / x.mask.p50
+        rxn = (t.mask.p50 / t.floor.p50) / (x.mask.p50 / x.floor.p50)
+        rf = t.mask.p50 / t.floor.p50
+        body.append(
+            [
+                f"{w.toolset.name}, steady (masks cached)",
+                _pmm(t.mask),
+                _pmm(x.mask),
+                fmt_us(lg.mask.p50) if lg else "n/a",
+                f"{rx:.2f}x {_met(rx <= 0.4)} (load-normalized {rxn:.2f}x)",
+                fmt_us(t.floor.p50),
+                f"{rf:.2f}x {_met(rf <= 1.5)}",
+            ]
+        )
+        rx = t.first_visit.p50 / x.first_visit.p50
+        body.append(
+            [
+                f"{w.toolset.name}, first visit (cold masks)",
+                _pmm(t.first_visit),
+                _pmm(x.first_visit),
+                fmt_us(lg.first_visit.p50) if lg and lg.first_visit else "n/a",
+                f"{rx:.2f}x (no target)",
+                "",
+                "",
+            ]
+        )
     out += [
         markdown_table(header, body),
         "",
@@ -248,24 +236,12 @@ def targets_markdown(
     # 2. outside blocks
     o = extra["outside"]
     gap = o["processor"].p50 - o["nothing"].p50
-    op = extra.get("proposed", {}).get("outside")
-    extra_rows = []
-    if op:
-        extra_rows.append(
-            [
-                "processor call, *with proposals*",
-                fmt_us(op["processor"].p50),
-                fmt_us(op["processor"].mean),
-                fmt_us(op["processor"].max),
-            ]
-        )
     out += ["### 2. Outside blocks (free text: reasoning, then prose)", ""]
     out += [
         markdown_table(
             ["measure", "p50", "mean", "max"],
             [
                 ["processor call", fmt_us(o["processor"].p50), fmt_us(o["processor"].mean), fmt_us(o["processor"].max)],
-                *extra_rows,
                 [
                     "doing nothing (a Python call)",
                     fmt_us(o["nothing"].p50),
@@ -284,13 +260,7 @@ def targets_markdown(
         f"{o['tokens']} tokens of free text; steps where the processor changed a logit of a real token: "
         f"{o['steps_masking_more_than_tail']}. Gap to doing nothing: {fmt_us(gap)} "
         f"(target: a few µs, read as <= {FEW_US:.0f} µs) {_met(gap <= FEW_US)}; gap to the tail-write floor: "
-        f"{fmt_us(o['processor'].p50 - o['tail'].p50)}."
-        + (
-            f" With the proposals: {fmt_us(op['processor'].p50 - op['nothing'].p50)} over doing nothing "
-            f"{_met(op['processor'].p50 - op['nothing'].p50 <= FEW_US)}."
-            if op
-            else ""
-        ),
+        f"{fmt_us(o['processor'].p50 - o['tail'].p50)}.",
         "",
     ]
 
@@ -317,19 +287,6 @@ def targets_markdown(
                 fmt_ms(d["ready_plus_walk_ms"]),
             ]
         )
-        pr = by.get(("proposed", w.toolset.name))
-        if pr:
-            body.append(
-                [
-                    f"{w.toolset.name}, *with proposals*",
-                    f"{fmt_ms(pr.compile_ms)} + {fmt_ms(pr.cold_ms - pr.compile_ms)} = {fmt_ms(pr.cold_ms)}",
-                    "",
-                    "",
-                    f"{pr.cold_ms / lg.cold_ms:.1f}x {_met(pr.cold_ms <= lg.cold_ms)}" if lg else "n/a",
-                    "",
-                    "",
-                ]
-            )
     out += [
         markdown_table(
             [
@@ -365,18 +322,6 @@ def targets_markdown(
                 f"{r:.2f}x {_met(r <= 1)} ({t.batch64.p50 / best_x:.2f}x the batched API)",
             ]
         )
-        pr = by.get(("proposed", w.toolset.name))
-        if pr and pr.batch64:
-            body.append(
-                [
-                    f"{w.toolset.name}, *with proposals*",
-                    fmt_us(pr.batch64.p50),
-                    "",
-                    "",
-                    "",
-                    f"{pr.batch64.p50 / x.batch64.p50:.2f}x {_met(pr.batch64.p50 <= x.batch64.p50)}",
-                ]
-            )
     floor64 = fl.get("batch 64: scores.add_(rows)", {}).get("fresh")
     out += [
         markdown_table(
@@ -419,10 +364,8 @@ def targets_markdown(
 
 
 def _tag(name: str) -> str:
-    """Row key: ``toolgrammar``, ``proposed`` (toolgrammar + proposals), or the engine's first word."""
-    if name.startswith("toolgrammar"):
-        return "proposed" if "proposals" in name else "toolgrammar"
-    return name.split()[0]
+    """Row key: ``toolgrammar``, or the engine's first word."""
+    return "toolgrammar" if name.startswith("toolgrammar") else name.split()[0]
 
 
 def _pmm(s: Stats) -> str:

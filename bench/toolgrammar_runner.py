@@ -175,31 +175,3 @@ class ToolgrammarRunner(EngineRunner):
 
     def cleanup(self) -> None:
         shutil.rmtree(self._root, ignore_errors=True)
-
-
-class ToolgrammarProposedRunner(ToolgrammarRunner):
-    """The same processor with ``bench/proposals.py``'s changes (``anchors.py --proposals``): a row to compare
-    the shipped code with, measured in the same run. Its tokenizer setup includes building the trie."""
-
-    def setup(self, ctx: BenchContext) -> None:
-        super().setup(ctx)
-        import proposals
-
-        self.proposals = proposals
-        self.Processor = proposals.ProposedProcessor
-        self.name += " + proposals"
-        proposals.trie_of(self.engine.token_table(self.vocab))
-
-    def compile(self, toolset: ToolSet) -> Any:
-        from toolgrammar import automaton
-
-        shipped = automaton._minimize
-        automaton._minimize = self.proposals.proposed_minimize
-        try:
-            proc = self.Processor(self.tokenizer, toolset.tools, max_new_tokens=MAX_NEW_TOKENS)
-        finally:
-            automaton._minimize = shipped
-        if not hasattr(proc.grammar, "_bench_patched"):
-            self.proposals.patch_grammar(proc.grammar)
-            proc.grammar._bench_patched = True
-        return proc

@@ -645,25 +645,20 @@ def _minimize(
     return new_table, int(cls[start]), accepting[reps].copy(), safe[reps].copy()
 
 
-def _product_not_prefixed(dfa: DFA, word: bytes) -> DFA:
-    """``dfa`` restricted to strings that do not start with ``word``."""
+def _intersect(dfa: DFA, guard: np.ndarray) -> DFA:
+    """``dfa`` run in step with a small guard automaton (start 0; ``-1`` = forbidden), pruned."""
     index = {(dfa.start, 0): 0}
-    pairs = [(dfa.start, 0)]  # (dfa state, progress in word; -1 once diverged)
+    pairs = [(dfa.start, 0)]
     rows = []
     i = 0
     while i < len(pairs):
-        d, k = pairs[i]
+        d, g = pairs[i]
         i += 1
         row = np.full(N_SYMBOLS, DEAD, dtype=np.int32)
         dn = dfa.transitions[d]
-        for x in np.flatnonzero(dn >= 0).tolist():
-            if k >= 0 and x == word[k]:
-                if k + 1 == len(word):
-                    continue
-                nk = k + 1
-            else:
-                nk = -1
-            key = (int(dn[x]), nk)
+        gn = guard[g]
+        for x in np.flatnonzero((dn >= 0) & (gn >= 0)).tolist():
+            key = (int(dn[x]), int(gn[x]))
             j = index.get(key)
             if j is None:
                 j = len(pairs)
@@ -677,9 +672,17 @@ def _product_not_prefixed(dfa: DFA, word: bytes) -> DFA:
     return _prune(table, 0, accepting, safe)
 
 
+def _product_not_prefixed(dfa: DFA, word: bytes) -> DFA:
+    """``dfa`` restricted to strings that do not start with ``word``."""
+    free = len(word)  # diverged from the word: anything goes
+    guard = np.full((len(word) + 1, N_SYMBOLS), free, dtype=np.int32)
+    for k, b in enumerate(word):
+        guard[k, b] = k + 1 if k + 1 < len(word) else -1
+    return _intersect(dfa, guard)
+
+
 def _product_avoiding(dfa: DFA, words: tuple[bytes, ...]) -> DFA:
-    """``dfa`` restricted to strings containing none of ``words`` (Aho-Corasick product)."""
-    # Aho-Corasick automaton over the full alphabet; match states are dropped.
+    """``dfa`` restricted to strings containing none of ``words`` (Aho-Corasick guard)."""
     goto: list[dict[int, int]] = [{}]
     out = [False]
     for w in words:
@@ -707,33 +710,8 @@ def _product_avoiding(dfa: DFA, words: tuple[bytes, ...]) -> DFA:
             fail[t] = int(ac[fail[s], b]) if s else 0
             ac[s, b] = t
             queue.append(t)
-    # BFS over reachable (dfa state, ac state) pairs.
-    index = {(dfa.start, 0): 0}
-    pairs = [(dfa.start, 0)]
-    rows = []
-    i = 0
-    while i < len(pairs):
-        d, a = pairs[i]
-        i += 1
-        row = np.full(N_SYMBOLS, DEAD, dtype=np.int32)
-        dn = dfa.transitions[d]
-        an = ac[a]
-        for x in np.flatnonzero(dn >= 0).tolist():
-            na = int(an[x])
-            if out[na]:
-                continue
-            key = (int(dn[x]), na)
-            j = index.get(key)
-            if j is None:
-                j = len(pairs)
-                index[key] = j
-                pairs.append(key)
-            row[x] = j
-        rows.append(row)
-    table = np.stack(rows)
-    accepting = np.array([bool(dfa.accepting[d]) for d, _ in pairs])
-    safe = np.array([bool(dfa.safe[d]) for d, _ in pairs])
-    return _prune(table, 0, accepting, safe)
+    guard = np.where(np.array(out)[ac], -1, ac).astype(np.int32)  # reaching a match is forbidden
+    return _intersect(dfa, guard)
 
 
 # ----------------------------------------------------------------------------------------------

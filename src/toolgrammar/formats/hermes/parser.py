@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ...checks import check_call
 from ...turn import Block, CallError, TurnParse
 from ..base import Markers, ParseMode
+from ..text import Trimmed, partial_suffix
 
 if TYPE_CHECKING:
     from ...tools import ToolSet
@@ -311,36 +312,6 @@ def _trim(text: str | None) -> str | None:
 # --------------------------------------------------------------------------- streaming
 
 
-class _Trimmed:
-    """Emits text so that everything emitted is always a prefix of ``"".join(all pushed).strip()``."""
-
-    __slots__ = ("_pending", "_started")
-
-    def __init__(self) -> None:
-        self._started = False
-        self._pending = ""
-
-    def push(self, text: str) -> str:
-        if not self._started:
-            text = text.lstrip()
-            if not text:
-                return ""
-            self._started = True
-        body = text.rstrip()
-        if not body:
-            self._pending += text
-            return ""
-        out = self._pending + body
-        self._pending = text[len(body) :]
-        return out
-
-
-def _partial_suffix(text: str, marker: str, start: int) -> int:
-    """Length of the longest proper prefix of ``marker`` that ``text[start:]`` ends with."""
-    for k in range(min(len(marker) - 1, len(text) - start), 0, -1):
-        if text.endswith(marker[:k]):
-            return k
-    return 0
 
 
 class HermesStreamState:
@@ -373,8 +344,8 @@ class HermesStreamState:
         self._phase: Literal["head", "auto", "reasoning", "content", "block"] = (
             "reasoning" if reasoning_started else "head"
         )
-        self._content = _Trimmed()
-        self._reasoning = _Trimmed()
+        self._content = Trimmed()
+        self._reasoning = Trimmed()
         self._block_start = 0
         self._scanner = JsonValueScanner()
         self._value_end = -1  # strict: offset past the block's complete JSON value; -2: broken
@@ -444,7 +415,7 @@ class HermesStreamState:
             self._phase, self._i = "content", close + len(closer)
             self._search = self._i
             return
-        safe = len(self._buf) - _partial_suffix(self._buf, closer, self._i)
+        safe = len(self._buf) - partial_suffix(self._buf, closer, self._i)
         if safe > self._i:
             self._emit(out, "reasoning", self._buf[self._i : safe])
             self._i = safe
@@ -460,7 +431,7 @@ class HermesStreamState:
             self._scanner = JsonValueScanner()
             self._value_end = -1
             return
-        safe = len(self._buf) - _partial_suffix(self._buf, opener, self._i)
+        safe = len(self._buf) - partial_suffix(self._buf, opener, self._i)
         if safe > self._i:
             self._emit(out, "content", self._buf[self._i : safe])
             self._i = safe

@@ -103,6 +103,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ...checks import check_call
 from ...turn import Block, CallError, ToolCall, TurnParse
 from ..base import Markers
+from ..text import Trimmed, partial_suffix
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -552,36 +553,6 @@ def _validator(schema: dict[str, Any]) -> Any:
 # --------------------------------------------------------------------------- the reader (stream and one-shot)
 
 
-class _Trimmed:
-    """Emits text so that everything emitted is always a prefix of ``"".join(all pushed).strip()``."""
-
-    __slots__ = ("_pending", "_started")
-
-    def __init__(self) -> None:
-        self._started = False
-        self._pending = ""
-
-    def push(self, text: str) -> str:
-        if not self._started:
-            text = text.lstrip()
-            if not text:
-                return ""
-            self._started = True
-        body = text.rstrip()
-        if not body:
-            self._pending += text
-            return ""
-        out = self._pending + body
-        self._pending = text[len(body) :]
-        return out
-
-
-def _partial_suffix(text: str, marker: str, start: int) -> int:
-    """Length of the longest proper prefix of ``marker`` that ``text[start:]`` ends with."""
-    for k in range(min(len(marker) - 1, len(text) - start), 0, -1):
-        if text.endswith(marker[:k]):
-            return k
-    return 0
 
 
 def _trim(text: str | None) -> str | None:
@@ -636,8 +607,8 @@ class QwenXmlStreamState:
         self._r = _Reader(phase="reasoning" if reasoning_started else "head")
         if reasoning_started:
             self._r.reasoning = []
-        self._content = _Trimmed()
-        self._reasoning = _Trimmed()
+        self._content = Trimmed()
+        self._reasoning = Trimmed()
         self._final = False
         self._result: TurnParse | None = None
 
@@ -738,7 +709,7 @@ class QwenXmlStreamState:
             r.phase, r.i = "content", len(r.buf)
             r.segment = r.i
             return
-        hold = max(_partial_suffix(r.buf, m.think_close, r.i), _partial_suffix(r.buf, m.block_open, r.i))
+        hold = max(partial_suffix(r.buf, m.think_close, r.i), partial_suffix(r.buf, m.block_open, r.i))
         safe = len(r.buf) - hold
         if safe > r.i:
             self._emit(out, "reasoning", r.buf[r.i : safe])
@@ -773,8 +744,8 @@ class QwenXmlStreamState:
             self._emit(out, "content", r.buf[r.i :])
             r.i = len(r.buf)
             return
-        hold = _partial_suffix(r.buf, m.block_open, r.i)
-        bare_part = _partial_suffix(r.buf, FUNCTION_OPEN, r.i)
+        hold = partial_suffix(r.buf, m.block_open, r.i)
+        bare_part = partial_suffix(r.buf, FUNCTION_OPEN, r.i)
         if bare_part and self._line_start(len(r.buf) - bare_part):
             hold = max(hold, bare_part)
         safe = len(r.buf) - hold
