@@ -33,7 +33,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    model, tokenizer = load_model(args.model)
+    loaded = load_model(args.model)
+    model, tokenizer = loaded.model, loaded.tokenizer
     tools = json.loads(Path(args.tools).read_text())
     messages = [{"role": "user", "content": args.prompt}]
     prompt = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False)
