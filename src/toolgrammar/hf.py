@@ -167,7 +167,7 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         return scores
 
     def _call_host_row(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor | None:
-        """One row on the host, through numpy views: a third of the shipped path's cost (bench/RESULTS.md).
+        """One row on the host, through numpy views: about a third of the torch path's per-step cost.
 
         The sequence is compared with the previous call's as bytes (it must be that input plus one
         token), and the mask is one numpy write. ``None`` when this path does not apply (a batch, or a
