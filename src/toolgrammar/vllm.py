@@ -669,30 +669,13 @@ def write_tiny_random_qwen3(directory: Any, *, seed: int = 0) -> Any:
     if (path / "config.json").is_file() and (path / "tokenizer.json").is_file():
         return path
     import torch
-    from transformers import Qwen3Config, Qwen3ForCausalLM
 
+    from .models import tiny_random_qwen3
     from .vocab import load_qwen3_tokenizer
 
-    config = Qwen3Config(
-        vocab_size=151_936,
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=64,
-        max_position_embeddings=8192,
-        tie_word_embeddings=True,
-        bos_token_id=151643,
-        eos_token_id=151645,
-        pad_token_id=151643,
-        torch_dtype="bfloat16",
-    )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = Qwen3ForCausalLM(config).to(torch.bfloat16)
+    model = tiny_random_qwen3(seed=seed).to(torch.bfloat16)
+    model.config.max_position_embeddings = 8192
     model.generation_config.eos_token_id = [151645, 151643]
-    model.generation_config.pad_token_id = 151643
     path.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(path)
     load_qwen3_tokenizer().save_pretrained(path)
