@@ -75,7 +75,7 @@ def _fake_parts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *, missing: int
             return specs.get(name)
         return real_find_spec(name, *args, **kwargs)
 
-    monkeypatch.setattr(models.importlib.util, "find_spec", find_spec)
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
     return b"".join(blobs)
 
 
@@ -92,7 +92,7 @@ def test_missing_parts_name_the_packages_and_the_fix(monkeypatch, tmp_path):
 def test_no_parts_installed_at_all(monkeypatch, tmp_path):
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(
-        models.importlib.util,
+        importlib.util,
         "find_spec",
         lambda name, *a, **k: None if name.startswith("pandas_sns") else real_find_spec(name, *a, **k),
     )
@@ -128,7 +128,7 @@ def test_a_provisioned_cache_is_used_without_the_parts(monkeypatch, tmp_path):
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / models._DONE_MARKER).write_text("done\n")
-    monkeypatch.setattr(models.importlib.util, "find_spec", lambda *a, **k: pytest.fail("parts looked up"))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda *a, **k: pytest.fail("parts looked up"))
     assert provision_qwen25_coder(cache) == cache
 
 

