@@ -135,7 +135,7 @@ def test_counts_on_scripted_outputs(tmp_path):
     assert free["error_kinds"] == {"raw-newline-in-string": 2, "truncated": 6}
     assert free["blocks"] == 2 * (1 + 1 + 3) and free["valid_calls"] == 2
     assert free["runs_with_call"] == 6 and free["runs_without_call"] == 6
-    assert free["other_shape_calls"] == {"fenced": 2, "bare": 2}
+    assert free["other_shape_calls"] == {"fenced": 2, "bare": 2} and free["other_shape_calls_known_tool"] == 4
     assert free["runs_at_turn_limit"] == 2  # the truncated call sent again every turn, as in the seed
     assert constrained["error_kinds"] == {} and constrained["blocks"] == 12 and constrained["valid_calls"] == 12
     assert report.summary["hidden_by_grammar"] == {"raw-newline-in-string": 2, "truncated": 6}

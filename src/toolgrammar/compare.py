@@ -27,12 +27,20 @@ All tasks of one seed go through ``generate`` together (``batch_size`` rows at a
 One batch cannot give each row its own generator, so the scheme is: before each ``generate`` call,
 ``torch.manual_seed(seed * 1_000_000 + batch * 1_000 + turn)``, the same in both modes. Outside
 blocks the grammar leaves logits bit-identical, so in a given row both modes draw the same tokens
-until the grammar first changes that row's distribution; after that they diverge. Batches are fixed
-slices of the task list, so a resumed run draws exactly what an uninterrupted one would.
+until the grammar first changes that row's distribution; after that they diverge (and from the
+second turn on, the two modes' batches may hold different runs). Batches are fixed slices of the task
+list, so a resumed run draws exactly what an uninterrupted one would (same machine, same torch). The
+KV cache of the prompts' shared start (the system turn listing the tools, about 550 tokens) is
+computed once; each row's own part is left-padded after it (``prefix_cache=False`` pads the whole
+prompt on the left; the sampled tokens are the same either way, a test checks it).
+
+Tokens per second are generated tokens over the wall time of the ``generate`` calls (prefill
+included); the time spent inside the logits processor is measured separately.
 
 Files (``out/``)
 ----------------
-``config.json`` (what was asked, with fingerprints of tools, tasks and model, checked by ``resume``);
+``config.json`` (what was asked, with the tools' fingerprint, the tasks file's SHA-256 and the task ids,
+checked by ``resume``);
 ``runs.jsonl`` (written as results come: one ``batch`` line with timings per generate call, one
 ``run`` line per task and seed holding both modes); and at the end ``report.json`` (config, summary,
 every run with prompt, both raw outputs, parses, error kinds and timings), ``report.md`` and
@@ -51,7 +59,7 @@ import platform
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -757,8 +765,15 @@ class Report:
         }
 
 
-def summarize(runs: Sequence[Mapping[str, Any]], timings: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Per-mode counts (the report's tables) from run and timing records."""
+def summarize(
+    runs: Sequence[Mapping[str, Any]], timings: Sequence[Mapping[str, Any]], tool_names: Iterable[str] = ()
+) -> dict[str, Any]:
+    """Per-mode counts (the report's tables) from run and timing records.
+
+    ``tool_names``: the offered tools, to count how many other-shape calls name one of them (a 0.5B
+    model also writes ``{"name": "median", "arguments": ...}`` for functions of the repository).
+    """
+    known = set(tool_names)
     modes: dict[str, Any] = {}
     for mode in MODES:
         records = [r[mode] for r in runs]
@@ -797,6 +812,7 @@ def summarize(runs: Sequence[Mapping[str, Any]], timings: Sequence[Mapping[str, 
             "error_kinds": {k: kinds[k] for k in ERROR_KINDS if kinds[k]},
             "processor_errors": sum(len(r["processor_errors"]) for r in records),
             "other_shape_calls": {"fenced": shapes["fenced"], "bare": shapes["bare"]},
+            "other_shape_calls_known_tool": sum(c["name"] in known for r in records for c in r["other_shape_calls"]),
             "runs_with_other_shape_call": sum(bool(r["other_shape_calls"]) for r in records),
             "expected_tool_tasks": len(tool_hits),
             "expected_tool_hits": sum(tool_hits),
@@ -858,6 +874,7 @@ def summary_rows(summary: Mapping[str, Any]) -> list[tuple[str, str, str]]:
             str(c["other_shape_calls"]["fenced"]),
         ),
         ("calls in another shape: bare JSON", str(f["other_shape_calls"]["bare"]), str(c["other_shape_calls"]["bare"])),
+        ("  of those, naming an offered tool", *both("other_shape_calls_known_tool")),
         (
             f"expected tool chosen (of {f['expected_tool_tasks']} runs)",
             f"{f['expected_tool_hits']} ({_rate(f['expected_tool_rate'])})",
@@ -1200,7 +1217,7 @@ def run_compare(
     runs.sort(key=lambda r: order.get((r["seed"], r["task_id"]), (1 << 30, 0)))
     environment = _environment(generator)
     environment["prompt_example"] = prompt_example
-    report = Report(config.to_dict(), summarize(runs, timings), runs, out, environment, timings)
+    report = Report(config.to_dict(), summarize(runs, timings, tools.names), runs, out, environment, timings)
     (out / "report.json").write_text(
         json.dumps(report.to_dict(), ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
     )
