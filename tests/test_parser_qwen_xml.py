@@ -23,6 +23,7 @@ from toolgrammar.formats.qwen_xml.parser import (
     convert_value,
     schema_types,
 )
+from toolgrammar.formats.qwen_xml.parser import parse_turn as qwen_parse
 from toolgrammar.parser import TurnStreamParser, accumulate, parse_turn
 from toolgrammar.tools import Tool, ToolSet, load_tools
 from toolgrammar.turn import ERROR_KINDS
@@ -291,7 +292,9 @@ def _is_hand_written(record: dict[str, Any]) -> bool:
     [
         r
         for r in FIXTURES
-        if r.get("expected") and r["expected"]["tool_calls"] and r["id"] not in MALFORMED_KINDS
+        if r.get("expected")
+        and r["expected"]["tool_calls"]
+        and r["id"] not in MALFORMED_KINDS
         and not _is_hand_written(r)
     ],
     ids=lambda r: r["id"],
@@ -675,3 +678,102 @@ def test_a_long_value_streams_in_linear_time(line: str) -> None:
     turn = parser.finish()
     assert time.perf_counter() - started < 15
     assert turn.tool_calls[0].arguments["content"] == value
+
+
+# --------------------------------------------------------------------------- linear time (issue 11)
+# Worst cases measured by size ratios (CPU time of 4n against n: about 4 when linear, about 16 when
+# quadratic; the bound 9 leaves room for noise) and by operation counts, never by wall-clock limits.
+
+_ADVERSARIAL = {
+    "bare-function-lines": "\n<function=create_event>",
+    "function-inline": "x<function=",
+    "many-parameters": "<parameter=a>\nx\n</parameter>\n",
+    "broken-block-body": "y",
+    "whitespace-in-content": "a   ",
+}
+_PREFIX = {"many-parameters": "<tool_call>\n<function=f>\n", "broken-block-body": "<tool_call>\n<function=f>\nzz"}
+
+
+def _adversarial(kind: str, n: int) -> str:
+    unit = _ADVERSARIAL[kind]
+    return _PREFIX.get(kind, "") + unit * (n // len(unit))
+
+
+def _cpu(run: Any) -> float:
+    import time
+
+    best = math.inf
+    for _ in range(3):
+        started = time.process_time()
+        run()
+        best = min(best, time.process_time() - started)
+    return max(best, 1e-4)
+
+
+def _stream(text: str, step: int = 1) -> Any:
+    state = QwenXmlStreamState(TOOLS)
+    for i in range(0, len(text), step):
+        state.feed(text[i : i + step])
+    return state.finish()
+
+
+@pytest.mark.parametrize("kind", sorted(_ADVERSARIAL))
+def test_one_shot_parse_is_linear_on_adversarial_input(kind: str) -> None:
+    small, large = _adversarial(kind, 60_000), _adversarial(kind, 240_000)
+    ratio = _cpu(lambda: qwen_parse(large, TOOLS)) / _cpu(lambda: qwen_parse(small, TOOLS))
+    assert ratio < 9, f"{kind}: 4x the text took {ratio:.1f}x the time"
+
+
+@pytest.mark.parametrize("kind", sorted(_ADVERSARIAL))
+def test_streaming_one_character_at_a_time_is_linear(kind: str) -> None:
+    small, large = _adversarial(kind, 6_000), _adversarial(kind, 24_000)
+    ratio = _cpu(lambda: _stream(large)) / _cpu(lambda: _stream(small))
+    assert ratio < 9, f"{kind}: 4x the text took {ratio:.1f}x the time"
+    assert _stream(large) == qwen_parse(large, TOOLS)
+
+
+def test_a_streamed_block_is_read_once_not_once_per_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Count the characters each block scan starts reading from: their sum must grow with the text,
+    not with the text times the number of chunks."""
+    import toolgrammar.formats.qwen_xml.parser as module
+
+    real = module.scan_block
+    reread = [0]
+
+    def counting(text: str, start: int, **kwargs: Any) -> Any:
+        memo = kwargs.get("memo")
+        begin = memo.pos if memo is not None and memo.pos >= 0 else start
+        reread[0] += len(text) - begin
+        return real(text, start, **kwargs)
+
+    monkeypatch.setattr(module, "scan_block", counting)
+    for n in (3_000, 12_000):
+        reread[0] = 0
+        text = _adversarial("many-parameters", n) + "</function>\n</tool_call>"
+        turn = _stream(text)
+        assert len(turn.blocks) == 1
+        assert reread[0] <= 40 * len(text), (n, reread[0])
+
+
+_PIECES = [
+    *_ADVERSARIAL.values(),
+    "<tool_call>",
+    "</tool_call>",
+    "<function=write_file>",
+    "</function>",
+    "<parameter=path>",
+    "<parameter=content>",
+    "</parameter>",
+    "<think>",
+    "</think>",
+    "\n",
+    " ",
+    "a.txt",
+]
+
+
+@settings(max_examples=120, deadline=None, derandomize=True)
+@given(pieces=st.lists(st.sampled_from(_PIECES), max_size=40), step=st.integers(1, 7))
+def test_streaming_and_one_shot_agree_on_adversarial_pieces(pieces: list[str], step: int) -> None:
+    text = "".join(pieces)
+    assert _stream(text, step) == qwen_parse(text, TOOLS)

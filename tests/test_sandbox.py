@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -192,3 +193,93 @@ def test_symlinks_inside_the_copy_still_work(box: Sandbox):
     (box.root / "alias.py").symlink_to(box.root / "textkit" / "stats.py")
     assert "def median" in box.execute("read_file", {"path": "alias.py"})
     assert "alias.py" in box.execute("list_files", {"path": "."})
+
+
+# -- bounded in time and output (issue 11) -----------------------------------------------------------
+
+
+def test_a_catastrophic_grep_pattern_times_out_with_a_note():
+    with Sandbox(grep_timeout_s=1.0) as box:
+        box.execute("write_file", {"path": "notes.txt", "content": "a" * 40 + "!\nplain line\n"})
+        result = box.execute("grep", {"pattern": "(a+)+$", "path": "notes.txt"})
+        assert result.startswith("error: grep timed out after 1 s")
+        nested = box.execute("grep", {"pattern": r"(\w+\s?)+\(", "path": "notes.txt"})
+        assert nested.startswith("error: grep timed out after 1 s")
+        # the next call is not affected, and a benign pattern still answers
+        assert box.execute("grep", {"pattern": "plain", "path": "notes.txt"}) == "notes.txt:2:plain line"
+
+
+def test_grep_output_is_capped_with_a_note():
+    with Sandbox(max_output_bytes=2000, max_result_chars=100_000) as box:
+        box.execute("write_file", {"path": "many.txt", "content": "match me\n" * 5000})
+        result = box.execute("grep", {"pattern": "match", "path": "many.txt"})
+        assert result.endswith("[... output truncated at 2000 bytes]")
+        assert result.startswith("many.txt:1:match me\nmany.txt:2:match me")
+        assert len(result) < 2100
+
+
+def test_grep_results_are_unchanged_for_ordinary_patterns(box: Sandbox):
+    hits = box.execute("grep", {"pattern": "def ", "path": "."}).splitlines()
+    assert hits and all(h.count(":") >= 2 for h in hits)
+    assert hits == sorted(hits, key=lambda h: (h.split(":")[0], int(h.split(":")[1])))
+
+
+_HOLDS_STDOUT = """
+import os, subprocess, sys, unittest
+
+class T(unittest.TestCase):
+    def test_leaves_a_child_behind(self):
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        with open("child.pid", "w") as f:
+            f.write(str(child.pid))
+        print("hello from the test", flush=True)
+"""
+
+
+def _gone_or_zombie(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return True
+    return state in ("Z", "X")
+
+
+def test_a_child_left_holding_stdout_neither_hangs_the_call_nor_loses_its_output():
+    # The limit is far longer than a unittest run and far shorter than the child's 600 s: the call
+    # must come back with the test's output (before the fix it waited out the limit and lost it).
+    with Sandbox(test_timeout_s=30.0, max_result_chars=100_000) as box:
+        box.execute("write_file", {"path": "tests/test_child.py", "content": _HOLDS_STDOUT})
+        result = box.execute("run_tests", {"path": "tests/test_child.py"})
+        assert "hello from the test" in result
+        assert result.endswith("tests passed")
+        pid = int((box.root / "child.pid").read_text())
+        for _ in range(200):  # SIGKILL is asynchronous; the orphan is reaped by init
+            if _gone_or_zombie(pid):
+                break
+            time.sleep(0.05)
+        assert _gone_or_zombie(pid), "the process group was not killed"
+
+
+def test_a_flood_of_test_output_is_capped_with_a_note():
+    flood = (
+        "import sys, unittest\n\n"
+        "class T(unittest.TestCase):\n"
+        "    def test_prints(self):\n"
+        "        for _ in range(40):\n"
+        "            sys.stdout.write('x' * 1_000_000)\n"
+    )
+    with Sandbox(max_output_bytes=10_000, max_result_chars=100_000) as box:
+        box.execute("write_file", {"path": "tests/test_flood.py", "content": flood})
+        result = box.execute("run_tests", {"path": "tests/test_flood.py"})
+        assert "[... output truncated at 10000 bytes]" in result
+        assert "Ran 1 test" in result and result.endswith("tests passed")  # stderr's summary is kept
+        assert len(result) < 25_000
+
+
+def test_a_timeout_keeps_the_output_written_before_it():
+    hang = "import sys\nprint('started', flush=True)\nwhile True:\n    pass\n"
+    with Sandbox(test_timeout_s=2.0) as box:
+        box.execute("write_file", {"path": "tests/test_hang.py", "content": hang})
+        result = box.execute("run_tests", {"path": "tests/test_hang.py"})
+        assert result.startswith("error: the tests did not finish within 2 s")
+        assert "started" in result

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -1363,3 +1364,113 @@ def test_normalization_keeps_what_the_schema_accepts(x: Any, y: Any, definition:
     for value in values:
         for arguments in ({"x": value}, {"y": value}, {"x": value, "y": value}):
             assert before.is_valid(arguments) == after.is_valid(arguments), arguments
+
+
+# --------------------------------------------------------------------------------------------------
+# Lone surrogates (issue 11): refused with the tool, the pointer and the value, never a raw UnicodeEncodeError
+
+_LONE = "\ud800"
+
+
+@pytest.mark.parametrize(
+    ("parameters", "pointer", "shown"),
+    [
+        (obj(e={"enum": [_LONE]}), "/properties/e/enum/0", '"\\ud800"'),
+        (obj(e={"type": "string", "enum": ["ok", "x" + _LONE + "y"]}), "/properties/e/enum/1", '"x\\ud800y"'),
+        (obj(c={"const": "\udfff"}), "/properties/c/const", '"\\udfff"'),
+        (obj(**{_LONE: {"type": "string"}}), "/properties", '"\\ud800"'),
+        (obj(o={"type": "object", "properties": {"k" + _LONE: {"type": "string"}}}), "/properties/o/properties", ""),
+        (obj(d={"type": "string", "description": "half " + _LONE}), "/properties/d/description", ""),
+        ({**obj(a={"$ref": "#/$defs/A"}), "$defs": {"A": {"enum": [_LONE]}}}, "/$defs/A/enum/0", ""),
+    ],
+)
+@pytest.mark.parametrize("mode", ["schema", "strings"])
+def test_lone_surrogates_are_refused_with_pointer_and_value(parameters: Any, pointer: str, shown: str, mode: str):
+    with pytest.raises(ToolSchemaError, match="lone surrogate") as info:
+        load_tools([entry(parameters)], mode=mode)  # type: ignore[arg-type]
+    error = info.value
+    assert (error.tool, error.pointer) == ("t", pointer)
+    assert shown in str(error)
+    str(error).encode("utf-8")  # the message itself is printable
+
+
+def test_lone_surrogates_in_names_and_descriptions_are_refused():
+    with pytest.raises(ToolSchemaError, match="must match") as info:
+        load_tools([entry(obj(a={"type": "string"}), name="t" + _LONE)])
+    str(info.value).encode("utf-8")
+    with pytest.raises(ToolSchemaError, match=r"description .*lone surrogate") as info:
+        load_tools([entry(obj(a={"type": "string"}), description="bad " + _LONE)])
+    assert info.value.tool == "t"
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    text=st.text(max_size=12),
+    at=st.integers(0, 12),
+    surrogate=st.integers(0xD800, 0xDFFF).map(chr),
+    where=st.sampled_from(["enum", "key", "const", "default"]),
+)
+def test_any_lone_surrogate_anywhere_is_refused(text: str, at: int, surrogate: str, where: str) -> None:
+    text = "".join(ch for ch in text if not 0xD800 <= ord(ch) <= 0xDFFF)
+    bad = text[:at] + surrogate + text[at:]
+    node = {
+        "enum": {"enum": [bad]},
+        "key": {"type": "object", "properties": {bad: {"type": "string"}}},
+        "const": {"const": bad},
+        "default": {"type": "string", "default": bad},
+    }[where]
+    with pytest.raises(ToolSchemaError, match="lone surrogate") as info:
+        load_tools([entry(obj(p=node))])
+    assert info.value.pointer.startswith("/properties/p")
+    str(info.value).encode("utf-8")
+
+
+@pytest.mark.parametrize("command", ["grammar", "parse"])
+def test_the_cli_refuses_lone_surrogates_with_exit_code_2(tmp_path: Path, command: str) -> None:
+    tools_file = tmp_path / "s.json"
+    tools_file.write_text('[{"name":"t","parameters":{"type":"object","properties":{"e":{"enum":["\\ud800"]}}}}]')
+    turn = tmp_path / "turn.txt"
+    turn.write_text("hello")
+    args = (
+        ["grammar", "--tools", str(tools_file)]
+        if command == "grammar"
+        else ["parse", str(turn), "--tools", str(tools_file)]
+    )
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; from toolgrammar.cli import main; sys.exit(main(sys.argv[1:]))", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": src, "TOOLGRAMMAR_CACHE": "off"},
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "tool 't', at /properties/e/enum/0" in done.stderr and '"\\ud800"' in done.stderr
+
+
+# --------------------------------------------------------------------------------------------------
+# Unused definitions are schemas too (issue 11)
+
+
+@pytest.mark.parametrize(
+    ("parameters", "pointer"),
+    [
+        ({**obj(a={"type": "string"}), "$defs": {"Unused": {"anyOf": []}}}, "/$defs/Unused/anyOf"),
+        ({**obj(a={"type": "string"}), "definitions": {"Unused": {"type": "text"}}}, "/definitions/Unused/type"),
+        ({**obj(a={"type": "string"}), "$defs": {"U": {"items": {"minItems": -1}}}}, "/$defs/U/items/minItems"),
+        (
+            obj(o={"type": "object", "properties": {}, "$defs": {"U": {"anyOf": []}}}),
+            "/properties/o/$defs/U/anyOf",
+        ),
+    ],
+)
+def test_invalid_unused_definitions_are_refused(parameters: Any, pointer: str) -> None:
+    with pytest.raises(ToolSchemaError, match=r"invalid schema in .*checked even when no \$ref uses it") as info:
+        load_tools([entry(parameters)])
+    assert (info.value.tool, info.value.pointer) == ("t", pointer)
+
+
+def test_valid_unused_definitions_are_still_accepted() -> None:
+    params = {**obj(a={"type": "string"}), "$defs": {"U": {"anyOf": [{"type": "string"}, {"pattern": "x"}]}}}
+    assert load_one(params)["properties"] == {"a": {"type": "string"}}

@@ -18,17 +18,30 @@ Contract (the same as the seed harness's, and what ``compare --turns N`` relies 
   the sandbox as working directory, an isolated interpreter (``-I``), no bytecode files, ``HOME`` and
   ``TMPDIR`` inside the sandbox, and a timeout; that is hygiene, not a security boundary. Do not
   point the multi-turn mode at a model you would not let run Python on this machine.
+- **Every tool is bounded in time and memory.** ``run_tests`` and ``grep`` (whose regular expression
+  a model writes, and ``(a+)+$`` backtracks exponentially) run in a child process in a new process
+  group with a time limit; on expiry the whole group is killed and the result says so
+  (``error: grep timed out after N s``). At most ``max_output_bytes`` of a child's output are kept
+  (the rest is read and dropped, with ``[... output truncated at N bytes]``), and the call returns
+  as soon as the test process exits, with its output, even when a process it started still holds
+  the output pipe (that process group is then killed).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
+import selectors
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -44,6 +57,12 @@ whole file listing or test log rarely helps it more than its first few thousand 
 
 DEFAULT_TEST_TIMEOUT_S = 60.0
 """Wall-clock limit of one ``run_tests`` call. The bundled suite takes well under a second."""
+
+DEFAULT_GREP_TIMEOUT_S = 10.0
+"""Wall-clock limit of one ``grep`` call: a pattern with nested repetition can take exponential time."""
+
+DEFAULT_MAX_OUTPUT_BYTES = 256 * 1024
+"""Most bytes of a child process's output (``run_tests``, ``grep``) kept in memory; the rest is dropped."""
 
 _RAN_IN = re.compile(r"^(Ran \d+ tests?) in [\d.]+s$", re.MULTILINE)
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
@@ -75,6 +94,11 @@ class Sandbox:
         Longer results are cut, with a note saying how much was left out.
     test_timeout_s : float, default: DEFAULT_TEST_TIMEOUT_S
         Wall-clock limit of a ``run_tests`` call; on expiry the result says so.
+    grep_timeout_s : float, default: DEFAULT_GREP_TIMEOUT_S
+        Wall-clock limit of a ``grep`` call; on expiry the result says so.
+    max_output_bytes : int, default: DEFAULT_MAX_OUTPUT_BYTES
+        Most bytes kept of each output stream of a ``run_tests`` or ``grep`` child; the rest is dropped,
+        with a note.
     """
 
     def __init__(
@@ -83,6 +107,8 @@ class Sandbox:
         *,
         max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
         test_timeout_s: float = DEFAULT_TEST_TIMEOUT_S,
+        grep_timeout_s: float = DEFAULT_GREP_TIMEOUT_S,
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
     ) -> None:
         source = Path(repo) if repo is not None else example_repo()
         if not source.is_dir():
@@ -92,6 +118,8 @@ class Sandbox:
         shutil.copytree(source, self.root, symlinks=True, ignore=_IGNORED)
         self.max_result_chars = max_result_chars
         self.test_timeout_s = test_timeout_s
+        self.grep_timeout_s = grep_timeout_s
+        self.max_output_bytes = max_output_bytes
         self._tools: dict[str, Callable[..., str]] = {
             "read_file": self.read_file,
             "list_files": self.list_files,
@@ -210,24 +238,47 @@ class Sandbox:
         return "\n".join(self._rel(f) for f in files) if files else "(no files)"
 
     def grep(self, pattern: str, path: str = ".") -> str:
-        """``file:line:text`` for every line matching the regular expression ``pattern``."""
+        """``file:line:text`` for every line matching the regular expression ``pattern``.
+
+        The search runs in a child process with a time limit (``grep_timeout_s``): Python's regular
+        expressions backtrack, and a pattern such as ``(a+)+$`` takes exponential time on a long line.
+        The paths are resolved and checked here; the child only reads the files it is given.
+        """
         if not isinstance(pattern, str):
             return "error: pattern must be a string"
         try:
-            regex = re.compile(pattern)
+            re.compile(pattern)
         except re.error as error:
             return f"error: invalid regular expression {pattern!r}: {error}"
+        except (RecursionError, OverflowError) as error:
+            return f"error: regular expression {pattern!r} is too large: {error}"
         target = self.resolve(path)
         if not target.exists():
             return f"error: no such file or directory: {path}"
-        matches: list[str] = []
-        for file in self._walk_files(target):
-            try:
-                lines = file.read_text(encoding="utf-8").splitlines()
-            except (UnicodeDecodeError, OSError):
-                continue  # binary or unreadable: skipped, as grep -I would
-            matches.extend(f"{self._rel(file)}:{n}:{line}" for n, line in enumerate(lines, 1) if regex.search(line))
-        return "\n".join(matches) if matches else "(no matches)"
+        files = [[str(file), self._rel(file)] for file in self._walk_files(target)]
+        # The request goes in a file beside the copy (not in it: the model must not see it).
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=self.root.parent, suffix=".json") as request:
+            json.dump({"pattern": pattern, "files": files}, request)
+            request.flush()
+            done = run_bounded(
+                [sys.executable, "-I", "-B", "-c", _GREP_CHILD, request.name],
+                cwd=self.root,
+                env=self._child_env(),
+                timeout_s=self.grep_timeout_s,
+                max_bytes=self.max_output_bytes,
+            )
+        matches = done.stdout.rstrip("\n")
+        if done.truncated:
+            matches += f"\n[... output truncated at {self.max_output_bytes} bytes]"
+        if done.timed_out:
+            note = (
+                f"error: grep timed out after {self.grep_timeout_s:g} s (nested repetition such as (a+)+ "
+                "can take exponential time: simplify the pattern)"
+            )
+            return note + (f"; matches found before the limit:\n{matches}" if matches else "")
+        if done.returncode != 0:
+            return f"error: grep failed: {(done.stderr or matches).strip()[-500:]}"
+        return matches if matches else "(no matches)"
 
     def write_file(self, path: str, content: str) -> str:
         """Write (create or replace) a file; parent directories are created inside the sandbox."""
@@ -264,30 +315,140 @@ class Sandbox:
                 command += ["-s", self._rel(target.parent) if target.parent != self.root else ".", "-p", target.name]
             else:
                 return f"error: {path} is not a Python test file"
-        env = {
-            "PATH": os.environ.get("PATH", ""),
-            "HOME": str(self.root),
-            "TMPDIR": str(self.root),
-            "PYTHONIOENCODING": "utf-8",
-        }
-        try:
-            done = subprocess.run(
-                command,
-                cwd=self.root,
-                env=env,
-                capture_output=True,
-                text=True,
-                encoding="utf-8",
-                errors="replace",
-                timeout=self.test_timeout_s,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            return f"error: the tests did not finish within {self.test_timeout_s:g} s"
+        done = run_bounded(
+            command,
+            cwd=self.root,
+            env=self._child_env(),
+            timeout_s=self.test_timeout_s,
+            max_bytes=self.max_output_bytes,
+        )
         # Results must not depend on the temporary directory's random name or on timing, so that both
         # modes (and a resumed run) see the same text: tracebacks get relative paths, and unittest's
         # "Ran 18 tests in 0.003s" loses its duration.
         output = (done.stdout + done.stderr).strip().replace(f"{self.root}{os.sep}", "").replace(str(self.root), ".")
         output = _RAN_IN.sub(r"\1", output)
+        if done.truncated:
+            output += f"\n[... output truncated at {self.max_output_bytes} bytes]"
+        if done.timed_out:
+            note = f"error: the tests did not finish within {self.test_timeout_s:g} s"
+            return f"{note}\n\n{output}" if output else note
         status = "passed" if done.returncode == 0 else f"failed (exit code {done.returncode})"
         return f"{output}\n\ntests {status}"
+
+    def _child_env(self) -> dict[str, str]:
+        return {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": str(self.root),
+            "TMPDIR": str(self.root),
+            "PYTHONIOENCODING": "utf-8",
+        }
+
+
+# The grep child: reads {"pattern", "files": [[path, shown], ...]} from the file named by argv[1] and
+# prints file:line:text for every matching line.
+_GREP_CHILD = """
+import json, re, sys
+with open(sys.argv[1], encoding="utf-8") as request_file:
+    request = json.load(request_file)
+regex = re.compile(request["pattern"])
+out = sys.stdout
+for path, shown in request["files"]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except (UnicodeDecodeError, OSError):
+        continue  # binary or unreadable: skipped, as grep -I would
+    for n, line in enumerate(lines, 1):
+        if regex.search(line):
+            out.write(f"{shown}:{n}:{line}\\n")
+"""
+
+
+@dataclass(frozen=True)
+class Bounded:
+    """What :func:`run_bounded` collected from a child process."""
+
+    stdout: str
+    stderr: str
+    returncode: int | None
+    """``None`` when the child was killed at the time limit."""
+    timed_out: bool
+    truncated: bool
+    """Whether output beyond ``max_bytes`` was dropped."""
+
+
+def run_bounded(
+    command: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    timeout_s: float,
+    max_bytes: int,
+) -> Bounded:
+    """Run ``command`` in a new process group, bounded in time and in the output kept.
+
+    Stdout and stderr are drained as they come (so a chatty child never blocks on a full pipe), and at
+    most ``max_bytes`` of each are kept (a flood on stdout cannot push out unittest's summary). The
+    call ends when the child exits (what is already in the pipes then is taken; a process it started
+    that still holds them is not waited for) or when ``timeout_s`` passes; either way the whole process
+    group is killed, so nothing it started lingers. Stdin is empty: a test that reads input gets
+    end-of-file, not a hang.
+    """
+    proc = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # its own process group, killed as a whole
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    kept = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+    truncated, timed_out, exited = False, False, False
+    deadline = time.monotonic() + timeout_s
+    with selectors.DefaultSelector() as selector:
+        for stream in kept:
+            os.set_blocking(stream.fileno(), False)
+            selector.register(stream, selectors.EVENT_READ)
+        drains = 0
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = not exited
+                break
+            # Once the child has exited, take only what is already in the pipes (and not forever:
+            # a grandchild may keep writing).
+            events = selector.select(timeout=0 if exited else min(left, 0.05))
+            if exited:
+                drains += 1
+                if not events or drains > 64:
+                    break
+            if not events:
+                exited = proc.poll() is not None
+                continue
+            for key, _ in events:
+                chunk = key.fileobj.read(65536)  # type: ignore[union-attr]
+                if not chunk:  # end of file: every writer closed it
+                    selector.unregister(key.fileobj)
+                    continue
+                buffer = kept[key.fileobj]  # type: ignore[index]
+                room = max(0, max_bytes - len(buffer))
+                buffer.extend(chunk[:room])
+                truncated = truncated or len(chunk) > room
+    if not timed_out:  # both pipes closed: the child is exiting (or closed them and carries on)
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+    _kill_group(proc)
+    for stream in kept:
+        stream.close()
+    out, err = (bytes(kept[s]).decode("utf-8", errors="replace") for s in (proc.stdout, proc.stderr))
+    return Bounded(out, err, None if timed_out else proc.returncode, timed_out, truncated)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group may be gone already
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()

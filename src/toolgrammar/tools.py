@@ -368,7 +368,7 @@ def _from_disk(key: str, mode: ArgumentMode) -> ToolSet | None:
     """A tool list validated by an earlier process (keyed by the exact input text), read back as is."""
     from . import cache
 
-    entry = cache.load("tools", key)
+    entry = cache.load("tools", key, check=_check_cached_tools)
     if entry is None:
         return None
     try:
@@ -376,6 +376,12 @@ def _from_disk(key: str, mode: ArgumentMode) -> ToolSet | None:
         return ToolSet(tuple(Tool(n, d, p, src) for n, d, p, src in data), mode)
     except (ValueError, TypeError, ToolSchemaError):
         return None
+
+
+def _check_cached_tools(entry: dict[str, np.ndarray]) -> str | None:
+    if set(entry) != {"json"} or entry["json"].dtype != np.uint8 or entry["json"].ndim != 1:
+        return "expected one uint8 array 'json'"
+    return None
 
 
 _recent: OrderedDict[str, ToolSet] = OrderedDict()
@@ -497,6 +503,8 @@ def _load_entry(entry: Any, index: int, mode: str) -> Tool:
     description = fn.get("description")
     if description is not None and not isinstance(description, str):
         raise ToolSchemaError(f'"description" is a JSON {_json_type_name(description)}; it must be a string', tool=name)
+    if description is not None:
+        _check_text(description, "", tool=name, what="the tool's description")
     if "strict" in fn and not isinstance(fn["strict"], bool | None):
         raise ToolSchemaError(
             f'"strict" is a JSON {_json_type_name(fn["strict"])}; it must be true or false', tool=name
@@ -538,9 +546,29 @@ def _check_name(name: Any, index: int, label: str) -> None:
 # Schemas
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _check_text(text: str, pointer: str, *, tool: str | None, what: str) -> None:
+    """Refuse a lone surrogate: it is no Unicode text, and would fail later as a raw UnicodeEncodeError."""
+    found = _SURROGATE.search(text)
+    if found is None:
+        return
+    shown = json.dumps(text if len(text) <= 60 else text[:60] + "...")  # ASCII: the surrogate as an escape
+    raise ToolSchemaError(
+        f"{what} {shown} contains a lone surrogate (U+{ord(found.group()):04X} at character {found.start()}): "
+        "half of a UTF-16 pair, which is not Unicode text and cannot be encoded as UTF-8; fix or remove it",
+        tool=tool,
+        pointer=pointer,
+    )
+
+
 def _plain(value: Any, pointer: str, *, tool: str | None = None) -> Any:
     """A deep copy of ``value`` as plain JSON data (dict/list/str/int/float/bool/None), or an error."""
-    if value is None or isinstance(value, str | bool | int):
+    if isinstance(value, str):
+        _check_text(value, pointer, tool=tool, what="string")
+        return value
+    if value is None or isinstance(value, bool | int):
         return value
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -553,6 +581,7 @@ def _plain(value: Any, pointer: str, *, tool: str | None = None) -> Any:
                 raise ToolSchemaError(
                     f"key {key!r} is a {type(key).__name__}; JSON object keys are strings", tool=tool, pointer=pointer
                 )
+            _check_text(key, pointer, tool=tool, what="key")  # the pointer of the object: the key cannot be shown
             out[key] = _plain(item, f"{pointer}/{_escape(key)}", tool=tool)
         return out
     if isinstance(value, list):
@@ -721,7 +750,44 @@ class _Normalizer:
         except jsonschema.exceptions.SchemaError as error:  # a safety net: the checks above should catch all
             pointer = "".join(f"/{_escape(str(p))}" for p in error.path)
             raise ToolSchemaError(f"invalid schema: {error.message}", tool=self.tool, pointer=pointer) from None
+        self.check_definitions(self.root, "")
         return normalized
+
+    def check_definitions(self, schema: Any, ptr: str) -> None:
+        """Every ``$defs``/``definitions`` entry must be a valid JSON Schema, used or not.
+
+        Used ones were checked above as they were inlined; an unused one is dropped from the normalized
+        schema, but an invalid one (``{"anyOf": []}``) means the tool list is broken, so it is refused
+        rather than silently ignored. Only schema positions are walked, never enum or const data.
+        """
+        if not isinstance(schema, dict):
+            return
+        for defs in ("$defs", "definitions"):
+            entries = schema.get(defs)
+            for name, sub in entries.items() if isinstance(entries, dict) else ():
+                sub_ptr = f"{ptr}/{defs}/{_escape(name)}"
+                try:
+                    jsonschema.Draft202012Validator.check_schema(sub)
+                except jsonschema.exceptions.SchemaError as error:
+                    where = sub_ptr + "".join(f"/{_escape(str(p))}" for p in error.path)
+                    raise ToolSchemaError(
+                        f"invalid schema in {defs} entry {name!r} (checked even when no $ref uses it): "
+                        f"{error.message}; fix or remove the entry",
+                        tool=self.tool,
+                        pointer=where,
+                        keyword=defs,
+                    ) from None
+                self.check_definitions(sub, sub_ptr)
+        properties = schema.get("properties")
+        if isinstance(properties, dict):
+            for name, sub in properties.items():
+                self.check_definitions(sub, f"{ptr}/properties/{_escape(name)}")
+        for keyword in ("items", "additionalProperties"):
+            self.check_definitions(schema.get(keyword), f"{ptr}/{keyword}")
+        branches = schema.get("anyOf")
+        if isinstance(branches, list):
+            for i, branch in enumerate(branches):
+                self.check_definitions(branch, f"{ptr}/anyOf/{i}")
 
     # The pointer is always the node's location in the *original* parameters (inside a $defs entry when
     # reached through $ref), so the message points at the text the author has to change.

@@ -10,7 +10,7 @@ class Trimmed:
 
     def __init__(self) -> None:
         self._started = False
-        self._pending = ""
+        self._pending: list[str] = []  # whitespace held back; a list, so a long run streams in linear time
 
     def push(self, text: str) -> str:
         if not self._started:
@@ -20,10 +20,10 @@ class Trimmed:
             self._started = True
         body = text.rstrip()
         if not body:
-            self._pending += text
+            self._pending.append(text)
             return ""
-        out = self._pending + body
-        self._pending = text[len(body) :]
+        out = "".join(self._pending) + body
+        self._pending = [text[len(body) :]]
         return out
 
 

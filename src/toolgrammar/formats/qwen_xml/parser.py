@@ -229,9 +229,11 @@ class _NeedMore(Exception):
 
 
 class _Broken(Exception):
-    def __init__(self, pos: int, message: str) -> None:
+    def __init__(self, pos: int, message: str, shown: int = -1) -> None:
         self.pos = pos
         self.message = message
+        self.shown = pos if shown < 0 else shown
+        """Where the message's excerpt of the text starts (it quotes up to 24 characters from there)."""
 
 
 def _excerpt(text: str, pos: int) -> str:
@@ -246,13 +248,14 @@ def _skip_ws(text: str, pos: int) -> int:
     return pos
 
 
-def _tag_value(text: str, pos: int, tag: str, where: str) -> tuple[str, int]:
+def _tag_value(text: str, pos: int, tag: str, where: str, memo: ScanMemo) -> tuple[str, int]:
     """The ``NAME`` of ``<tag=NAME>`` whose ``NAME`` starts at ``pos``, and the offset past ``>``."""
-    m = _NAME_END.search(text, pos)
-    if m is None:
+    m = _NAME_END.search(text, memo.tag_from if memo.tag_at == pos else pos)
+    if m is None:  # a later scan of a longer text searches only what is new
+        memo.tag_at, memo.tag_from = pos, len(text)
         raise _NeedMore(where)
     if m.group() != ">":
-        raise _Broken(pos, f"<{tag}=...> is not closed by '>' before {_excerpt(text, m.start())}")
+        raise _Broken(pos, f"<{tag}=...> is not closed by '>' before {_excerpt(text, m.start())}", m.start())
     name = text[pos : m.start()]
     if not name:
         raise _Broken(pos, f"<{tag}=> has an empty name")
@@ -263,83 +266,156 @@ VALUE_END_REACH = 24
 """Longest stretch of text one :data:`VALUE_END` match looks at (``</parameter>`` + ``\n</function>``)."""
 
 
+@dataclass
+class ScanMemo:
+    """What scans of a growing block's text have settled so far, so the next scan reads only what is new.
+
+    Everything recorded is final: a longer text that extends the scanned one reads the same markup up
+    to there (:func:`scan_block`). The stream keeps one per open block; a scan without one starts fresh.
+    """
+
+    stage: Literal["head", "params", "tail"] = "head"
+    pos: int = -1
+    """Where the current stage resumes (-1: at its beginning); whitespace before it is already skipped."""
+    name: str | None = None
+    params: list[Parameter] = field(default_factory=list)
+    frozen: tuple[Parameter, ...] = ()
+    """``params`` as a tuple, once the stage is ``tail``."""
+    function_end: int = -1
+    tag_at: int = -1
+    """A ``<tag=NAME`` whose ``>`` was not found yet: where NAME starts ..."""
+    tag_from: int = -1
+    """... and where its search resumes."""
+    value_at: int = -1
+    """A parameter value whose end was not found yet: where it starts ..."""
+    value_from: int = -1
+    """... and where the search for its end resumes (:data:`VALUE_END_REACH` before the old text end)."""
+    broken: _Broken | None = None
+    """The markup broke here (a ``<tool_call>`` block): it ends at the next closing marker."""
+    close_from: int = -1
+    """No closing marker starts before this offset (after a break)."""
+
+
 def scan_block(
-    text: str, start: int, *, bare: bool, markers: Markers = DEFAULT_MARKERS, resume: tuple[int, int] | None = None
+    text: str, start: int, *, bare: bool, markers: Markers = DEFAULT_MARKERS, memo: ScanMemo | None = None
 ) -> BlockScan:
     """Read the block that starts at ``start`` (at ``<tool_call>``, or at ``<function=`` when ``bare``).
 
     Pure function of ``text``: if ``text`` ends inside the block the status is ``more``, and a
     longer text that extends it gives a result at least as far along (the stream relies on this).
-    ``resume=(value_start, offset)``: a previous scan of a prefix of ``text`` ended inside the value
-    that starts at ``value_start`` and found no value end before ``offset`` + :data:`VALUE_END_REACH`
-    (so this scan searches from ``offset``: linear time when a long value streams in).
+    ``memo``: the :class:`ScanMemo` of earlier scans of prefixes of ``text`` (the stream passes the
+    same one as its text grows): each scan then reads only the text the previous ones did not settle,
+    so a block streamed in any number of chunks costs time linear in its length. A ``more`` result
+    scanned with a memo carries no parameters (the memo has them).
     """
-    params: list[Parameter] = []
-    name: str | None = None
+    own = memo is None
+    memo = ScanMemo() if memo is None else memo
     opener, closer = markers.block_open, markers.block_close
     body_start = start if bare else start + len(opener)
+    if memo.broken is not None:
+        return _after_break(text, start, body_start, closer, memo)
     try:
-        if bare:
-            pos = start + len(FUNCTION_OPEN)
-        else:
-            pos = _skip_ws(text, body_start)
-            if not text.startswith(FUNCTION_OPEN, pos):
-                rest = text[pos : pos + len(FUNCTION_OPEN)]
-                if len(rest) < len(FUNCTION_OPEN) and FUNCTION_OPEN.startswith(rest):
-                    raise _NeedMore(f"after {opener}")
-                raise _Broken(pos, f"expected <function=NAME> after {opener}, found {_excerpt(text, pos)}")
-            pos += len(FUNCTION_OPEN)
-        name, pos = _tag_value(text, pos, "function", "in <function=...>")
-        while True:
-            pos = _skip_ws(text, pos)
-            if text.startswith(PARAMETER_OPEN, pos):
-                key, pos = _tag_value(text, pos + len(PARAMETER_OPEN), "parameter", f"in <function={name}>")
-                search_from = max(pos, resume[1]) if resume is not None and resume[0] == pos else pos
-                m = VALUE_END.search(text, search_from)
-                if m is None:
-                    raise _NeedMore(f"in the value of parameter {key!r}", pos)
-                raw = text[pos : m.start()]
-                params.append(Parameter(key, raw[1:] if raw.startswith("\n") else raw, m.group() != "\n"))
-                pos = m.end()
-                continue
-            if text.startswith(FUNCTION_CLOSE, pos):
-                pos += len(FUNCTION_CLOSE)
-                break
-            rest = text[pos:]
-            if len(rest) < len(PARAMETER_OPEN) and (PARAMETER_OPEN.startswith(rest) or FUNCTION_CLOSE.startswith(rest)):
-                raise _NeedMore(f"in <function={name}>, before {FUNCTION_CLOSE}")
-            raise _Broken(
-                pos, f"expected <parameter=NAME> or {FUNCTION_CLOSE} in <function={name}>, found {_excerpt(text, pos)}"
-            )
-        function_end = pos
-        after = _skip_ws(text, pos)
-        rest = text[after : after + len(closer)]
-        if bare:
-            done = BlockScan("done", start, True, function_end, body_start, function_end, True, name, tuple(params))
-            if text.startswith(closer, after):
-                end = after + len(closer)
-                return BlockScan("done", start, True, end, body_start, function_end, True, name, tuple(params))
-            if len(rest) < len(closer) and closer.startswith(rest):
-                return BlockScan("more", start, True, name=name, parameters=tuple(params), fallback=done)
-            return done
-        if text.startswith(closer, after):
-            return BlockScan("done", start, False, after + len(closer), body_start, after, True, name, tuple(params))
-        if len(rest) < len(closer) and closer.startswith(rest):
-            raise _NeedMore(f"after {FUNCTION_CLOSE}")
-        raise _Broken(after, f"expected {closer} after {FUNCTION_CLOSE}, found {_excerpt(text, after)}")
+        if memo.stage == "head":
+            _scan_head(text, start, bare, opener, memo)
+        if memo.stage == "params":
+            _scan_params(text, memo)
+        return _scan_tail(text, start, bare, body_start, closer, memo, own)
     except _NeedMore as need:
+        params = tuple(memo.params) if own else ()
         return BlockScan(
-            "more", start, bare, name=name, parameters=tuple(params), where=need.where, open_value=need.open_value
+            "more", start, bare, name=memo.name, parameters=params, where=need.where, open_value=need.open_value
         )
     except _Broken as broken:
         if bare:
             return BlockScan("text", start, True)
-        close = text.find(closer, broken.pos)
-        if close == -1:
-            return BlockScan("more", start, False, name=name, problem=broken.message)
-        return BlockScan(
-            "done", start, False, close + len(closer), body_start, close, True, name, tuple(params), broken.message
+        if len(text) > broken.shown + 24:  # the message's excerpt is complete: the break is final
+            memo.broken, memo.close_from = broken, broken.pos
+            return _after_break(text, start, body_start, closer, memo)
+        # Found again by the next scan (a few characters on), with a longer excerpt: the message
+        # must not depend on how the text was chunked.
+        return _after_break(
+            text, start, body_start, closer, ScanMemo(name=memo.name, params=memo.params, broken=broken)
         )
+
+
+def _scan_head(text: str, start: int, bare: bool, opener: str, memo: ScanMemo) -> None:
+    """``<function=NAME>`` (after ``<tool_call>`` and whitespace unless bare)."""
+    if bare:
+        pos = start + len(FUNCTION_OPEN)
+    else:
+        pos = memo.pos = _skip_ws(text, memo.pos if memo.pos >= 0 else start + len(opener))
+        if not text.startswith(FUNCTION_OPEN, pos):
+            rest = text[pos : pos + len(FUNCTION_OPEN)]
+            if len(rest) < len(FUNCTION_OPEN) and FUNCTION_OPEN.startswith(rest):
+                raise _NeedMore(f"after {opener}")
+            raise _Broken(pos, f"expected <function=NAME> after {opener}, found {_excerpt(text, pos)}")
+        pos += len(FUNCTION_OPEN)
+    memo.name, memo.pos = _tag_value(text, pos, "function", "in <function=...>", memo)
+    memo.stage = "params"
+
+
+def _scan_params(text: str, memo: ScanMemo) -> None:
+    """The ``<parameter=KEY>`` values up to ``</function>``; each one is recorded once it is complete."""
+    name = memo.name
+    while True:
+        pos = memo.pos = _skip_ws(text, memo.pos)
+        if text.startswith(PARAMETER_OPEN, pos):
+            key, value_start = _tag_value(text, pos + len(PARAMETER_OPEN), "parameter", f"in <function={name}>", memo)
+            m = VALUE_END.search(text, memo.value_from if memo.value_at == value_start else value_start)
+            if m is None:
+                memo.value_at = value_start
+                memo.value_from = max(value_start, len(text) - VALUE_END_REACH)
+                raise _NeedMore(f"in the value of parameter {key!r}", value_start)
+            raw = text[value_start : m.start()]
+            memo.params.append(Parameter(key, raw[1:] if raw.startswith("\n") else raw, m.group() != "\n"))
+            memo.pos = m.end()
+            continue
+        if text.startswith(FUNCTION_CLOSE, pos):
+            memo.stage, memo.function_end = "tail", pos + len(FUNCTION_CLOSE)
+            memo.pos = memo.function_end
+            return
+        rest = text[pos : pos + len(PARAMETER_OPEN)]  # a short slice: the rest of a long text is never copied
+        if len(rest) < len(PARAMETER_OPEN) and (PARAMETER_OPEN.startswith(rest) or FUNCTION_CLOSE.startswith(rest)):
+            raise _NeedMore(f"in <function={name}>, before {FUNCTION_CLOSE}")
+        raise _Broken(
+            pos, f"expected <parameter=NAME> or {FUNCTION_CLOSE} in <function={name}>, found {_excerpt(text, pos)}"
+        )
+
+
+def _scan_tail(text: str, start: int, bare: bool, body_start: int, closer: str, memo: ScanMemo, own: bool) -> BlockScan:
+    """After ``</function>``: the block's closing marker (optional for a bare block)."""
+    function_end, name = memo.function_end, memo.name
+    after = memo.pos = _skip_ws(text, memo.pos)
+    rest = text[after : after + len(closer)]
+    if len(memo.frozen) != len(memo.params):  # the parameters are final here: one copy per block
+        memo.frozen = tuple(memo.params)
+    params = memo.frozen
+    if bare:
+        done = BlockScan("done", start, True, function_end, body_start, function_end, True, name, params)
+        if text.startswith(closer, after):
+            return BlockScan("done", start, True, after + len(closer), body_start, function_end, True, name, params)
+        if len(rest) < len(closer) and closer.startswith(rest):
+            return BlockScan("more", start, True, name=name, parameters=params if own else (), fallback=done)
+        return done
+    if text.startswith(closer, after):
+        return BlockScan("done", start, False, after + len(closer), body_start, after, True, name, params)
+    if len(rest) < len(closer) and closer.startswith(rest):
+        raise _NeedMore(f"after {FUNCTION_CLOSE}")
+    raise _Broken(after, f"expected {closer} after {FUNCTION_CLOSE}, found {_excerpt(text, after)}")
+
+
+def _after_break(text: str, start: int, body_start: int, closer: str, memo: ScanMemo) -> BlockScan:
+    """A ``<tool_call>`` block whose markup broke ends at the next closing marker."""
+    broken = memo.broken
+    assert broken is not None
+    close = text.find(closer, max(broken.pos, memo.close_from))
+    if close == -1:
+        memo.close_from = max(broken.pos, len(text) - len(closer) + 1)
+        return BlockScan("more", start, False, name=memo.name, problem=broken.message)
+    params = tuple(memo.params)
+    return BlockScan(
+        "done", start, False, close + len(closer), body_start, close, True, memo.name, params, broken.message
+    )
 
 
 def truncated_scan(scan: BlockScan, text_end: int, markers: Markers = DEFAULT_MARKERS) -> BlockScan:
@@ -553,6 +629,34 @@ def _validator(schema: dict[str, Any]) -> Any:
 # --------------------------------------------------------------------------- the reader (stream and one-shot)
 
 
+class _NextMatch:
+    """The first occurrence of ``marker`` at or after an offset of a growing text, remembered.
+
+    The reader asks again and again from offsets that only move forward (after each block, each
+    rejected candidate); searching the whole rest of the text each time is quadratic on text dense
+    with candidates. Here every character is searched about once per marker.
+    """
+
+    __slots__ = ("clean", "found", "marker", "start")
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+        self.start = 0
+        self.found = -1
+        """The first occurrence at or after ``start`` (-1: none before ``clean``)."""
+        self.clean = 0
+
+    def find(self, text: str, start: int) -> int:
+        if start >= self.start and (self.found == -1 or start <= self.found):
+            if self.found != -1:
+                return self.found
+            begin = max(start, self.clean)
+        else:
+            begin = start
+        self.start, self.found = start, text.find(self.marker, begin)
+        if self.found == -1:
+            self.clean = max(begin, len(text) - len(self.marker) + 1)
+        return self.found
 
 
 def _trim(text: str | None) -> str | None:
@@ -574,8 +678,12 @@ class _Reader:
     block_bare: bool = False
     auto_search: int = 0
     """No ``</think>``, ``<tool_call>`` or ``<think>`` starts before this offset (the ``auto`` phase)."""
-    resume: tuple[int, int] | None = None
-    """Where the open block's value search may resume (see :func:`scan_block`)."""
+    memo: ScanMemo = field(default_factory=ScanMemo)
+    """What the scans of the open block settled (see :func:`scan_block`)."""
+    next_open: _NextMatch = field(default_factory=lambda: _NextMatch(DEFAULT_MARKERS.block_open))
+    """The next block opener in content (searched once per character, not once per candidate)."""
+    next_bare: _NextMatch = field(default_factory=lambda: _NextMatch("\n" + FUNCTION_OPEN))
+    """The next ``<function=`` that starts a line."""
     reasoning: list[str] | None = None
     content: list[str] = field(default_factory=list)
     blocks: list[Block] = field(default_factory=list)
@@ -623,7 +731,12 @@ class QwenXmlStreamState:
             raise ValueError("the turn has ended; start a new QwenXmlStreamState for the next turn")
         out: list[StreamPiece] = []
         if chunk:
-            self._r.buf += chunk
+            # Appending to an attribute copies the whole buffer (quadratic when streaming character
+            # by character); with the only reference held in a local, CPython grows it in place.
+            r = self._r
+            buf, r.buf = r.buf, ""
+            buf += chunk
+            r.buf = buf
             self._run(out)
         return out
 
@@ -721,24 +834,26 @@ class QwenXmlStreamState:
         return pos == r.segment or pos == 0 or r.buf[pos - 1] == "\n"
 
     def _bare_candidate(self, start: int) -> int:
+        """The first ``<function=`` at or after ``start`` (and ``bare_floor``) that starts a line."""
         r = self._r
-        pos = r.buf.find(FUNCTION_OPEN, max(start, r.bare_floor))
-        while pos != -1:
-            if self._line_start(pos):
-                return pos
-            pos = r.buf.find(FUNCTION_OPEN, pos + 1)
-        return -1
+        at = max(start, r.bare_floor)
+        if r.buf.startswith(FUNCTION_OPEN, at) and self._line_start(at):
+            return at
+        newline = r.next_bare.find(r.buf, at)  # later ones start a line when a newline precedes them
+        return -1 if newline == -1 else newline + 1
 
     def _step_content(self, out: list[StreamPiece]) -> None:
         r, m = self._r, self.markers
-        opened = r.buf.find(m.block_open, r.i)
+        if r.next_open.marker != m.block_open:
+            r.next_open = _NextMatch(m.block_open)
+        opened = r.next_open.find(r.buf, r.i)
         bare = self._bare_candidate(r.i)
         if opened != -1 or bare != -1:
             is_bare = bare != -1 and (opened == -1 or bare < opened)
             start = bare if is_bare else opened
             self._emit(out, "content", r.buf[r.i : start])
             r.phase, r.i, r.block_start, r.block_bare = "block", start, start, is_bare
-            r.resume = None
+            r.memo = ScanMemo()
             return
         if self._final:
             self._emit(out, "content", r.buf[r.i :])
@@ -755,11 +870,9 @@ class QwenXmlStreamState:
 
     def _step_block(self, out: list[StreamPiece]) -> None:
         r = self._r
-        scan = scan_block(r.buf, r.block_start, bare=r.block_bare, markers=self.markers, resume=r.resume)
+        scan = scan_block(r.buf, r.block_start, bare=r.block_bare, markers=self.markers, memo=r.memo)
         if scan.status == "more":
             if not self._final:
-                if scan.open_value >= 0:
-                    r.resume = (scan.open_value, max(scan.open_value, len(r.buf) - VALUE_END_REACH))
                 return
             scan = truncated_scan(scan, len(r.buf), self.markers)
         if scan.status == "text":
@@ -782,6 +895,7 @@ __all__ = [
     "Parameter",
     "QwenXmlMode",
     "QwenXmlStreamState",
+    "ScanMemo",
     "check_mode",
     "check_scan",
     "convert_value",

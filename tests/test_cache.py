@@ -1,0 +1,198 @@
+"""The on-disk cache: every entry verified, anything wrong rebuilt with a warning, atomic saves."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from toolgrammar import cache, tools
+from toolgrammar.automaton import N_SYMBOLS
+from toolgrammar.grammar import compile_turn
+
+TOOLS = [
+    {
+        "name": "get_weather",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+            "required": ["city"],
+        },
+    }
+]
+
+
+@pytest.fixture
+def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("TOOLGRAMMAR_CACHE", str(tmp_path))
+    return tmp_path
+
+
+def _same_automaton(a, b) -> bool:
+    return (
+        a.dfa.start == b.dfa.start
+        and np.array_equal(a.dfa.transitions, b.dfa.transitions)
+        and np.array_equal(a.dfa.accepting, b.dfa.accepting)
+        and np.array_equal(a.dfa.safe, b.dfa.safe)
+    )
+
+
+def _entry(root: Path, kind: str) -> Path:
+    (path,) = (root / kind).glob("*.npz")
+    return path
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:100])
+
+
+def _garbage(path: Path) -> None:
+    path.write_bytes(b"\x00garbage, not an npz file\xff" * 10)
+
+
+def _accept_all(path: Path) -> None:
+    """A well-formed npz of the right shapes: one accepting state that allows every symbol."""
+    with open(path, "wb") as handle:
+        np.savez(
+            handle,
+            transitions=np.zeros((1, N_SYMBOLS), dtype=np.int32),
+            accepting=np.ones(1, dtype=bool),
+            safe=np.ones(1, dtype=bool),
+            start=np.int64(0),
+        )
+
+
+def _edit_keeping_the_stored_hash(path: Path) -> None:
+    """The real entry with one array edited, its version and hash copied over unchanged."""
+    with np.load(path) as data:
+        arrays = {k: data[k] for k in data.files}
+    arrays["accepting"] = np.ones_like(arrays["accepting"])
+    with open(path, "wb") as handle:
+        np.savez(handle, **arrays)
+
+
+def _other_version(path: Path) -> None:
+    """The real content, hashed correctly, but under another format version."""
+    with np.load(path) as data:
+        arrays = {k: data[k] for k in data.files if not k.startswith("__")}
+    key = path.stem
+    with open(path, "wb") as handle:
+        np.savez(handle, **arrays, __version__=np.int64(1), __digest__=cache.digest("grammars", key, arrays, 1))
+
+
+def _wrong_shape_with_valid_hash(path: Path) -> None:
+    """A crafted entry whose hash is right but whose arrays cannot be an automaton of this grammar."""
+    arrays = {
+        "transitions": np.full((2, 7), 5, dtype=np.int32),
+        "accepting": np.ones(3, dtype=bool),
+        "safe": np.ones(2, dtype=bool),
+        "start": np.int64(9),
+    }
+    key = path.stem
+    with open(path, "wb") as handle:
+        np.savez(
+            handle,
+            **arrays,
+            __version__=np.int64(cache.FORMAT_VERSION),
+            __digest__=cache.digest("grammars", key, arrays),
+        )
+
+
+DAMAGE: dict[str, Callable[[Path], None]] = {
+    "truncated": _truncate,
+    "garbage": _garbage,
+    "accept-all": _accept_all,
+    "edited": _edit_keeping_the_stored_hash,
+    "other-version": _other_version,
+    "wrong-shape": _wrong_shape_with_valid_hash,
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_a_bad_grammar_entry_is_rebuilt_with_a_warning(root: Path, damage: str):
+    fresh = compile_turn(TOOLS, tool_choice="required", cache=False)
+    first = compile_turn(TOOLS, tool_choice="required")
+    assert not first.from_cache and _same_automaton(first, fresh)
+    path = _entry(root, "grammars")
+    DAMAGE[damage](path)
+
+    with pytest.warns(RuntimeWarning, match=path.name):
+        rebuilt = compile_turn(TOOLS, tool_choice="required")
+    assert not rebuilt.from_cache
+    assert _same_automaton(rebuilt, fresh)
+    assert not rebuilt.dfa.matches(b"anything at all")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the rebuilt entry replaced the bad one
+        again = compile_turn(TOOLS, tool_choice="required")
+    assert again.from_cache and _same_automaton(again, fresh)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "edited"])
+def test_a_bad_tools_entry_is_rebuilt_with_a_warning(root: Path, damage: str):
+    tools._recent.clear()  # an earlier test may have left this tool list in memory
+    first = tools.load_tools(TOOLS)
+    path = _entry(root, "tools")
+    if damage == "edited":  # a crafted tool list (no validation would run on it): hash mismatch
+        with np.load(path) as data:
+            arrays = {k: data[k] for k in data.files}
+        arrays["json"] = np.frombuffer(b'[["evil", null, {"type": "object"}, {}]]', dtype=np.uint8)
+        with open(path, "wb") as handle:
+            np.savez(handle, **arrays)
+    else:
+        DAMAGE[damage](path)
+    tools._recent.clear()  # force the disk read
+    with pytest.warns(RuntimeWarning, match=path.name):
+        again = tools.load_tools(TOOLS)
+    assert again.fingerprint == first.fingerprint and again.names == ("get_weather",)
+
+
+def test_a_save_that_fails_midway_leaves_no_temporary_file(root: Path, monkeypatch: pytest.MonkeyPatch):
+    def failing_savez(handle, **arrays):
+        handle.write(b"PK\x03\x04 half an entry")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cache.np, "savez", failing_savez)
+    cache.save("grammars", "k" * 64, {"a": np.arange(3)})
+    assert [p.name for p in (root / "grammars").iterdir()] == []
+    assert cache.load("grammars", "k" * 64) is None
+
+
+def test_an_interrupted_save_leaves_no_temporary_file(root: Path, monkeypatch: pytest.MonkeyPatch):
+    def interrupted_savez(handle, **arrays):
+        handle.write(b"PK\x03\x04")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cache.np, "savez", interrupted_savez)
+    with pytest.raises(KeyboardInterrupt):
+        cache.save("grammars", "k" * 64, {"a": np.arange(3)})
+    assert [p.name for p in (root / "grammars").iterdir()] == []
+
+
+def test_entries_round_trip_and_are_bound_to_their_key(root: Path):
+    arrays = {"a": np.arange(5, dtype=np.int32), "b": np.array([True, False])}
+    cache.save("things", "one", arrays)
+    loaded = cache.load("things", "one")
+    assert loaded is not None and set(loaded) == {"a", "b"}
+    assert np.array_equal(loaded["a"], arrays["a"]) and np.array_equal(loaded["b"], arrays["b"])
+    (root / "things" / "one.npz").rename(root / "things" / "two.npz")  # an entry moved to another key
+    with pytest.warns(RuntimeWarning, match="two.npz"):
+        assert cache.load("things", "two") is None
+
+
+def test_a_missing_entry_is_a_silent_miss(root: Path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cache.load("grammars", "absent") is None
+
+
+def test_the_cache_can_be_switched_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("TOOLGRAMMAR_CACHE", "off")
+    assert cache.cache_root() is None
+    cache.save("grammars", "k", {"a": np.arange(3)})
+    assert cache.load("grammars", "k") is None
+    grammar = compile_turn(TOOLS)
+    assert not grammar.from_cache
