@@ -53,7 +53,12 @@ def main() -> None:
         pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id,
     )
     new = out[0, inputs["input_ids"].shape[1] :].tolist()
-    text = tokenizer.decode(new, skip_special_tokens=True)
+    # Cut at the end-of-turn token and decode *without* skipping special tokens: skipping them would
+    # glue the text around a control token together ("<tool" + "<|vision_start|>" + "_call>" reads as
+    # "<tool_call>"), and the parser must see what the model wrote.
+    end_ids = {tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")}
+    new = new[: next((i for i, t in enumerate(new) if t in end_ids), len(new))]
+    text = tokenizer.decode(new, skip_special_tokens=False)
     print("--- constrained turn ---")
     print(text)
     parsed = parse_turn(text, tools)

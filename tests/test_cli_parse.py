@@ -172,3 +172,16 @@ def test_parse_help_describes_the_parse_modes(capsys):
     assert main(["parse", "--help"]) == 0
     out = " ".join(capsys.readouterr().out.replace("│", " ").split())  # rich wraps the help in a box
     assert "'lenient' (qwen-xml only" in out and "'seed' (hermes only" in out
+
+
+def test_version_and_module_entry_point(capsys):
+    import subprocess
+    import sys
+
+    import toolgrammar
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"toolgrammar {toolgrammar.__version__}"
+    command = [sys.executable, "-m", "toolgrammar", "--version"]
+    run = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert run.returncode == 0 and run.stdout.strip() == f"toolgrammar {toolgrammar.__version__}", run.stderr

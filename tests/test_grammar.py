@@ -153,7 +153,15 @@ def test_policies_accept_and_reject_what_they_say():
     two = call + "\n" + call
     check_grammar(compile_turn(SEED_TOOLS, reasoning="disabled"), passing=["hi", call, "hi\n" + call, two], failing=[
         call + "trailing text", call + call])
-    check_grammar(compile_turn(SEED_TOOLS, tool_choice="required"), passing=[call, "ok " + call], failing=["hi", ""])
+    # required: the turn is the call (after the reasoning, and the chat template's "\n\n" after it)
+    check_grammar(compile_turn(SEED_TOOLS, tool_choice="required"),
+                  passing=[call, two, "<think>\nhm\n</think>\n\n" + call, "<think>\nhm\n</think>" + call],
+                  failing=["hi", "", "ok " + call, "<think>\nhm\n</think>\n\nok " + call, "<think>\nhm\n</think>"])
+    check_grammar(compile_turn(SEED_TOOLS, tool_choice="required", reasoning="disabled"),
+                  passing=[call, two], failing=["\n" + call, "ok " + call, "hi"])
+    # prose first: the earlier variant, by name
+    check_grammar(compile_turn(SEED_TOOLS, tool_choice="required", prose_first=True),
+                  passing=[call, "ok " + call, "<think>\nhm\n</think>\n\nok " + call], failing=["hi", ""])
     check_grammar(compile_turn(SEED_TOOLS, tool_choice="none"), passing=["hi"], failing=[call])
     check_grammar(compile_turn(SEED_TOOLS, tool_choice="run_tests"), passing=[call, two], failing=[
         "hi " + call, '<tool_call>\n{"name": "grep", "arguments": {"pattern": "a", "path": "b"}}\n</tool_call>'])
@@ -206,6 +214,28 @@ def test_bad_tools_fail_at_compile_time_naming_tool_and_keyword():
         compile_turn([{"name": "f", "parameters": {"type": "object", "properties": {
             "a": {"type": "string", "pattern": "^x$"}}}}], cache=False)
     assert info.value.tool == "f" and info.value.keyword == "pattern"
+
+
+def test_forced_text_is_what_every_turn_starts_with():
+    prefixed = [
+        {"name": f"get_{x}", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}} for x in "ab"
+    ]
+    assert compile_turn(prefixed, tool_choice="required", reasoning="disabled").forced_text() == (
+        '<tool_call>\n{"name": "get_'
+    )
+    assert compile_turn(SEED_TOOLS, tool_choice="required", reasoning="disabled").forced_text() == (
+        '<tool_call>\n{"name": "'
+    )
+    assert compile_turn(SEED_TOOLS, tool_choice="auto", reasoning="disabled").forced_text() == ""
+    # with reasoning, "<think>" or "<tool_call>": only their shared "<t" is forced (compare pre-fills nothing then)
+    assert compile_turn(SEED_TOOLS, tool_choice="required").forced_text() == "<t"
+    assert compile_turn(SEED_TOOLS, tool_choice="required", prose_first=True, reasoning="disabled").forced_text() == ""
+
+
+@pytest.mark.parametrize("choice", ["auto", "none", "run_tests"])
+def test_prose_first_is_refused_outside_required(choice):
+    with pytest.raises(GrammarError, match=r"prose_first=True applies to tool_choice='required' only"):
+        compile_turn(SEED_TOOLS, tool_choice=choice, prose_first=True, cache=False)
 
 
 def test_required_with_no_tools_is_an_error():

@@ -20,6 +20,8 @@ LIGHT_MODULES = [
     "toolgrammar.grammar",
     "toolgrammar.parser",
     "toolgrammar.engine",
+    "toolgrammar.other_shapes",
+    "toolgrammar.steering",
 ]
 
 

@@ -77,6 +77,9 @@ TEXTS = (
     R + "\n" + E,
     R + "\n",
     "<think>\nhm\n</think>\n\n" + R,
+    "<think>\nhm\n</think>" + R,
+    "<think>\nhm\n</think>\n\n\n" + R,
+    "<think>\nhm\n</think>\n\nok " + R,
     "<think>\nhm",
     "hm\n</think>\n\n" + R,
     "<think>a</think>b",
@@ -94,7 +97,10 @@ OPTION_SETS = [
     for p in (True, False)
     for r in ("enabled", "disabled", "prefilled")
     for a in ("end", "text")
-] + [pytest.param({"whitespace": "flexible", "max_whitespace": 2}, id="flexible")]
+] + [pytest.param({"whitespace": "flexible", "max_whitespace": 2}, id="flexible")] + [
+    pytest.param({"tool_choice": "required", "prose_first": True, "reasoning": r}, id=f"required-prose-first-{r}")
+    for r in ("enabled", "disabled", "prefilled")
+]
 
 
 @pytest.mark.parametrize("options", OPTION_SETS)

@@ -6,7 +6,8 @@ Public API (everything else is internal)::
 
 - :func:`load_tools` validates and normalizes a tool list (the one place schemas are read).
 - :func:`compile_turn` compiles tools + format + policy into the grammar of a whole turn.
-- :func:`parse_turn` / :class:`TurnStreamParser` judge a turn strictly (reasoning, content, calls).
+- :func:`parse_turn` / :class:`TurnStreamParser` judge a turn strictly (reasoning, content, calls);
+  :func:`find_other_shape_calls` judges the calls a turn wrote as fenced or bare JSON instead.
 - :class:`ToolCallLogitsProcessor` masks logits in ``model.generate`` (transformers).
 - :func:`run_compare` runs free and constrained sampling side by side (the ``compare`` command).
 - ``toolgrammar.vllm`` plugs the same grammar into vLLM.
@@ -37,6 +38,8 @@ _LAZY = {
     "CallError": "toolgrammar.turn",
     "ERROR_KINDS": "toolgrammar.turn",
     "ToolCallLogitsProcessor": "toolgrammar.hf",
+    "find_other_shape_calls": "toolgrammar.other_shapes",
+    "OtherShapeCall": "toolgrammar.other_shapes",
     "run_compare": "toolgrammar.compare",
     "CompareConfig": "toolgrammar.compare",
     "Vocabulary": "toolgrammar.vocab",
@@ -53,6 +56,7 @@ __all__ = [
     "CompareConfig",
     "GrammarError",
     "GrammarOptions",
+    "OtherShapeCall",
     "ProcessorError",
     "TokenizerError",
     "Tool",
@@ -67,6 +71,7 @@ __all__ = [
     "Vocabulary",
     "__version__",
     "compile_turn",
+    "find_other_shape_calls",
     "load_tools",
     "parse_turn",
     "run_compare",
@@ -91,6 +96,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .errors import GrammarError, ProcessorError, TokenizerError, ToolgrammarError, ToolSchemaError
     from .grammar import GrammarOptions, TurnGrammar, compile_turn
     from .hf import ToolCallLogitsProcessor
+    from .other_shapes import OtherShapeCall, find_other_shape_calls
     from .parser import TurnStreamParser, parse_turn
     from .tools import Tool, ToolSet, load_tools
     from .turn import ERROR_KINDS, CallError, ToolCall, TurnParse

@@ -85,8 +85,27 @@ def compare_command(
     ] = "strings",
     parse_mode: Annotated[str, typer.Option(help="Parser: 'strict' or 'seed' (the seed's exact regex).")] = "strict",
     tool_choice: Annotated[
-        str, typer.Option(help="Grammar policy: 'auto', 'required', 'none', or a tool name.")
+        str,
+        typer.Option(
+            help="Policy: 'auto', 'required' (the turn is the call: both sides find the block opener pre-filled), "
+            "'none', or a tool name."
+        ),
     ] = "auto",
+    prose_first: Annotated[
+        bool,
+        typer.Option(
+            "--prose-first/--call-first",
+            help="With --tool-choice required: let free text come before the call (the budget forces it at the end).",
+        ),
+    ] = False,
+    steer_to_blocks: Annotated[
+        bool,
+        typer.Option(
+            "--steer-to-blocks/--no-steer-to-blocks",
+            help="Constrained side: at call points (turn start, after reasoning, after a block) move the probability "
+            "of fenced/bare JSON openers onto the block opener. The free side is never steered.",
+        ),
+    ] = True,
     parallel_tool_calls: Annotated[
         bool, typer.Option("--parallel-tool-calls/--no-parallel-tool-calls", help="Allow several blocks per turn.")
     ] = True,
@@ -152,6 +171,8 @@ def compare_command(
         mode=mode,
         parse_mode=parse_mode,
         tool_choice=tool_choice,
+        prose_first=prose_first,
+        steer_to_blocks=steer_to_blocks,
         parallel_tool_calls=parallel_tool_calls,
         reasoning=reasoning,
         whitespace=whitespace,
@@ -164,6 +185,14 @@ def compare_command(
         repo=str(repo) if repo is not None else None,
         prefix_cache=prefix_cache,
     )
+    from .compare import has_matplotlib
+
+    if not has_matplotlib():  # said before the run, not after it
+        typer.echo(
+            "toolgrammar compare: matplotlib is not installed, so there will be no chart.png "
+            "(pip install 'toolgrammar[compare]'); the tables are written as usual",
+            err=True,
+        )
     try:
         report = run_compare(config)
     except CompareError as error:
@@ -196,7 +225,11 @@ def print_report(report: Any) -> None:
     console.print(table)
     hidden = report.summary["hidden_by_grammar"]
     if hidden:
-        console.print("errors the grammar hid: " + ", ".join(f"{k} {n}" for k, n in hidden.items()))
+        console.print(
+            f"errors the grammar hid: {report.summary['errors_hidden']} intended calls that could not run ("
+            + ", ".join(f"{k} {n}" for k, n in hidden.items())
+            + ")"
+        )
     if not report.ok:
         c = report.summary["modes"]["constrained"]
         console.print(
@@ -206,4 +239,5 @@ def print_report(report: Any) -> None:
                 style="bold red",
             )
         )
-    console.print(f"report: {report.out / 'report.md'}  (also report.json, chart.png, runs.jsonl)")
+    chart = ", chart.png" if (report.out / "chart.png").is_file() else ""
+    console.print(f"report: {report.out / 'report.md'}  (also report.json{chart}, runs.jsonl)")

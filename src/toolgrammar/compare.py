@@ -7,10 +7,19 @@ errors the free run made that the grammar hid. The constrained run must make **n
 there is a bug in toolgrammar, and it is reported loudly (``Report.constrained_errors``, a red
 section in ``report.md``, exit code 1 from the CLI), never hidden.
 
-It also counts what the seed calls the bigger story: runs that made no call at all, calls written in
-another shape (a fenced JSON block, or bare JSON with ``name``/``arguments`` outside the blocks), and,
-for tasks that name one, how often each mode's first valid call chose the expected tool (and
-arguments).
+It also judges what the seed calls the bigger story, the calls that never happen: a call written in
+another shape (a fenced JSON block, or bare JSON with ``name``/``arguments`` outside the blocks) is an
+*intended call* that cannot run, an error of kind ``other-shape``, and the call inside it is judged
+with the same strict checks as a block (:mod:`toolgrammar.other_shapes`). *Intended calls* = blocks +
+other-shape calls; "errors the grammar hid" covers both. For tasks that name one, it counts how often
+each mode's first valid call chose the expected tool (and arguments), and how often its first
+intended call named it in any shape.
+
+Policies (the constrained side's; ``CompareConfig``): ``auto`` with steering on by default (at call
+points the other shapes' openers are moved onto the block opener: :mod:`toolgrammar.steering`);
+``required``, where the turn is the call, and a named tool: then both sides find what the grammar
+forces pre-filled in the assistant turn (``<tool_call>\\n{"name": "``, :func:`assistant_opening`), so
+the free side is judged on the calls it was made to start, not on never opening one.
 
 Definitions (the same as the seed's, so the numbers compare)
 ------------------------------------------------------------
@@ -59,13 +68,14 @@ import platform
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from .errors import ToolgrammarError
+from .other_shapes import OTHER_SHAPE_KIND, find_other_shape_calls
 from .sandbox import Sandbox
 from .turn import ERROR_KINDS, TurnParse
 
@@ -77,9 +87,9 @@ __all__ = [
     "HFGenerator",
     "Report",
     "Task",
+    "assistant_opening",
     "bundled_tasks_path",
     "bundled_tools_path",
-    "find_other_shape_calls",
     "load_tasks",
     "run_compare",
 ]
@@ -229,6 +239,14 @@ class CompareConfig:
     parse_mode: str = "strict"
     """Parser mode: ``strict`` or ``seed`` (the seed's exact regular expression)."""
     tool_choice: str = "auto"
+    """The policy of both sides: ``auto``, ``required`` (the turn is the call), ``none``, or a tool name.
+    When it forces a call, both sides get the block opener pre-filled in the assistant turn (see
+    :func:`assistant_opening`), so the free side is judged on calls it was made to start."""
+    prose_first: bool = False
+    """With ``required``: free text may come before the call (the budget forces it at the end)."""
+    steer_to_blocks: bool = True
+    """Constrained side: move the probability of other call shapes' openers onto the block opener at
+    call points (:mod:`toolgrammar.steering`). The free side is never steered."""
     parallel_tool_calls: bool = True
     reasoning: str = "disabled"
     """``disabled`` | ``enabled`` | ``prefilled``; also sets the chat template's ``enable_thinking``."""
@@ -260,7 +278,20 @@ class CompareConfig:
             "reasoning": self.reasoning,
             "whitespace": self.whitespace,
             "escape_markers": self.escape_markers,
+            "prose_first": self.prose_first,
         }
+
+    @property
+    def policy(self) -> str:
+        """A short name of the constrained side's policy, for reports."""
+        name = self.tool_choice
+        if self.tool_choice == "required":
+            name = "required, prose first" if self.prose_first else "required, call first"
+        elif self.tool_choice not in ("auto", "none"):
+            name = f"named tool {self.tool_choice}"
+        if self.steer_to_blocks and (self.tool_choice == "auto" or self.prose_first):
+            name += ", steered"  # elsewhere no free text comes before a call: steering has nothing to move
+        return name
 
     def check(self) -> None:
         """Raise :class:`CompareError` on options that make no sense (before anything is loaded)."""
@@ -288,6 +319,8 @@ class CompareConfig:
             raise CompareError(f"--parse-mode must be 'strict' or 'seed', got {self.parse_mode!r}")
         if self.reasoning not in ("disabled", "enabled", "prefilled"):
             raise CompareError(f"--reasoning must be disabled, enabled or prefilled, got {self.reasoning!r}")
+        if self.prose_first and self.tool_choice != "required":
+            raise CompareError(f"--prose-first applies to --tool-choice required only, got {self.tool_choice!r}")
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -379,6 +412,8 @@ class HFGenerator:
                 self.tools,
                 max_new_tokens=self.config.max_new_tokens,
                 mode=self.config.mode,
+                steer_to_blocks=self.config.steer_to_blocks,
+                assistant_prefix=assistant_opening(self.config, self.tools),
                 **self.config.grammar_options(),
             )
         return self._processor
@@ -504,62 +539,23 @@ class HFGenerator:
 # Judging one turn
 
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z_-]*)[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
+def assistant_opening(config: CompareConfig, tools: Any) -> str:
+    """What both sides find pre-filled in every assistant turn: what the grammar forces, when it forces a call.
 
-
-def _call_like(value: Any) -> list[dict[str, Any]]:
-    items = value if isinstance(value, list) else [value]
-    found = []
-    for item in items:
-        if (
-            isinstance(item, dict)
-            and isinstance(item.get("name"), str)
-            and any(k in item for k in ("arguments", "parameters"))
-        ):
-            found.append(item)
-    return found
-
-
-def _json_values(text: str) -> Iterator[tuple[int, int, Any]]:
-    """Every JSON object or array that starts somewhere in ``text`` (lenient: raw newlines allowed)."""
-    decoder = json.JSONDecoder(strict=False)
-    position = 0
-    while True:
-        starts = [i for i in (text.find("{", position), text.find("[", position)) if i >= 0]
-        if not starts:
-            return
-        start = min(starts)
-        try:
-            value, end = decoder.raw_decode(text, start)
-        except json.JSONDecodeError:
-            position = start + 1
-            continue
-        yield start, end, value
-        position = end
-
-
-def find_other_shape_calls(content: str | None) -> list[dict[str, Any]]:
-    """Tool calls written outside ``<tool_call>`` blocks: ``{"shape": "fenced"|"bare", "name": ...}`` each.
-
-    *fenced*: a Markdown code block (```` ```json ```` or unlabelled) holding an object, or a list of
-    objects, with ``name`` and ``arguments`` (or ``parameters``). *bare*: such an object in the text
-    itself. Detection is lenient on purpose (a raw newline in a string still counts): it measures the
-    shape the model chose, not whether the JSON would parse.
+    A policy that makes the turn the call (``required`` call-first, a named tool) forces the opening of
+    the block, token by token, up to where the tools' names diverge (hermes: ``<tool_call>\\n{"name": "``,
+    :meth:`~toolgrammar.grammar.TurnGrammar.forced_text`). A harness that forces a call pre-fills the
+    same. The free side gets it too, so it is judged on the calls it was made to start (its own errors
+    inside blocks), not on never opening one; the constrained side's processor continues after it.
+    Empty for ``auto``, ``none``, ``prose_first`` and when reasoning may come first.
     """
-    if not content:
-        return []
-    found: list[dict[str, Any]] = []
-    rest: list[str] = []
-    last = 0
-    for match in _FENCE.finditer(content):
-        rest.append(content[last : match.start()])
-        last = match.end()
-        for _, _, value in _json_values(match.group(2)):
-            found.extend({"shape": "fenced", "name": c["name"]} for c in _call_like(value))
-    rest.append(content[last:])
-    for _, _, value in _json_values("\n".join(rest)):
-        found.extend({"shape": "bare", "name": c["name"]} for c in _call_like(value))
-    return found
+    if config.tool_choice in ("auto", "none") or config.prose_first or config.reasoning != "disabled":
+        return ""
+    from .formats import get_format
+    from .grammar import compile_turn
+
+    forced = compile_turn(tools, **config.grammar_options()).forced_text()
+    return forced if forced.startswith(get_format(config.format).markers.block_open) else ""
 
 
 def _norm_argument(value: Any) -> Any:
@@ -619,6 +615,7 @@ def _run_mode(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """All turns of every run of one batch in one mode; returns (run records, timing records)."""
     openai_tools = tools.to_openai()
+    opening = assistant_opening(config, tools)
     conversations = [_Conversation(task, _initial_messages(task, config)) for task in batch]
     timings: list[dict[str, Any]] = []
     try:
@@ -626,7 +623,7 @@ def _run_mode(
             active = [c for c in conversations if c.stop is None]
             if not active:
                 break
-            prompts = [generator.render(c.messages, openai_tools) for c in active]
+            prompts = [generator.render(c.messages, openai_tools) + opening for c in active]
             turn_seed = seed * 1_000_000 + batch_index * 1_000 + turn
             grammar_before = getattr(generator, "processor_seconds", 0.0)
             started = time.perf_counter()
@@ -656,18 +653,20 @@ def _run_mode(
                 }
             )
             for conversation, prompt, output in zip(active, prompts, outputs, strict=True):
-                parse = _parse(output.text, tools, config)
+                text = opening + output.text  # the whole assistant turn, pre-filled opening included
+                parse = _parse(text, tools, config)
                 record = {
                     "turn": turn,
                     "prompt_chars": len(prompt),
-                    "text": output.text,
+                    "opening": opening,
+                    "text": text,
                     "tokens": output.tokens,
                     "finish": output.finish,
                     "batch_seconds": seconds,
                     "parse": parse.to_dict(),
                     "error_kinds": [e.kind for e in parse.errors],
                     "errors": [e.message for e in parse.errors],
-                    "other_shape_calls": find_other_shape_calls(parse.content),
+                    "other_shape_calls": [c.to_dict() for c in find_other_shape_calls(parse.content, tools)],
                     "processor_error": output.processor_error,
                 }
                 conversation.turns.append(record)
@@ -686,13 +685,46 @@ def _run_mode(
                     else:
                         results.append(block.error.message if block.error else "error: invalid tool call")
                 record["tool_results"] = results
-                conversation.messages.append({"role": "assistant", "content": output.text})
+                conversation.messages.append({"role": "assistant", "content": text})
                 conversation.messages.extend({"role": "tool", "content": r} for r in results)
     finally:
         for conversation in conversations:
             if conversation.sandbox is not None:
                 conversation.sandbox.close()
     return [_summarize_run(c) for c in conversations], timings
+
+
+def _intended_calls(turn: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The calls one turn meant to make, in order: its blocks and its calls in other shapes.
+
+    Each is ``{"name", "arguments", "valid", "shape"}``; ``arguments`` is ``None`` when the call
+    could not be read, ``valid`` says whether it ran (a valid block). Blocks sit at their offset in
+    the turn, other shapes at theirs in the content (the turn less its markup), close enough to order
+    the two.
+    """
+    calls = []
+    for block in turn["parse"]["blocks"]:
+        call = block["call"]
+        name = call["name"] if call else _block_name(block["raw"])
+        arguments = call["arguments"] if call else None
+        calls.append(
+            (block["start"], {"name": name, "arguments": arguments, "valid": call is not None, "shape": "block"})
+        )
+    for other in turn["other_shape_calls"]:
+        arguments = other["call"]["arguments"] if other["call"] else None
+        calls.append(
+            (other["start"], {"name": other["name"], "arguments": arguments, "valid": False, "shape": other["shape"]})
+        )
+    return [c for _, c in sorted(calls, key=lambda item: item[0])]
+
+
+def _block_name(raw: str) -> str | None:
+    """The tool name an invalid block gives, when it gives one ("name" in JSON, ``<function=`` in XML)."""
+    for pattern in (r'"name"\s*:\s*"([^"\\\n]*)"', r"<function=([^>\n]*)>"):
+        match = re.search(pattern, raw)
+        if match:
+            return match.group(1)
+    return None
 
 
 def _summarize_run(conversation: _Conversation) -> dict[str, Any]:
@@ -702,14 +734,23 @@ def _summarize_run(conversation: _Conversation) -> dict[str, Any]:
     kinds = Counter(k for t in turns for k in t["error_kinds"])
     calls = [c for t in turns for c in t["parse"]["tool_calls"]]
     first = calls[0] if calls else None
-    tool_hit = None if task.expected_tool is None else bool(first and first["name"] == task.expected_tool)
-    arguments_hit = None
-    if task.expected_arguments is not None:
-        arguments_hit = bool(
-            first
-            and first["name"] == task.expected_tool
-            and arguments_match(task.expected_arguments, first["arguments"])
+    intended = [c for t in turns for c in _intended_calls(t)]
+    first_intended = intended[0] if intended else None
+    expected_tool, expected_arguments = task.expected_tool, task.expected_arguments
+
+    def named(call: Mapping[str, Any] | None) -> bool:
+        return bool(call and call["name"] == expected_tool)
+
+    def with_arguments(call: Mapping[str, Any] | None) -> bool:
+        return bool(
+            named(call)
+            and call is not None
+            and isinstance(call.get("arguments"), dict)
+            and arguments_match(expected_arguments or {}, call["arguments"])
         )
+
+    has_tool, has_arguments = expected_tool is not None, expected_arguments is not None
+    others = [c for t in turns for c in t["other_shape_calls"]]
     return {
         "turns": turns,
         "n_turns": len(turns),
@@ -718,10 +759,15 @@ def _summarize_run(conversation: _Conversation) -> dict[str, Any]:
         "valid_calls": len(calls),
         "error_kinds": dict(kinds),
         "made_call": blocks > 0,
-        "other_shape_calls": [c for t in turns for c in t["other_shape_calls"]],
+        "other_shape_calls": others,
+        "other_shape_inner_kinds": dict(Counter(c["error"]["kind"] for c in others if c["error"])),
+        "intended_calls": len(intended),
         "first_call": first,
-        "expected_tool_hit": tool_hit,
-        "expected_arguments_hit": arguments_hit,
+        "first_intended_call": first_intended,
+        "expected_tool_hit": named(first) if has_tool else None,
+        "expected_arguments_hit": with_arguments(first) if has_arguments else None,
+        "expected_tool_any_shape_hit": named(first_intended) if has_tool else None,
+        "expected_arguments_any_shape_hit": with_arguments(first_intended) if has_arguments else None,
         "tokens": sum(t["tokens"] for t in turns),
         "truncated_turns": sum(t["finish"] == "length" for t in turns),
         "processor_errors": [t["processor_error"] for t in turns if t["processor_error"]],
@@ -765,75 +811,107 @@ class Report:
         }
 
 
-def summarize(
-    runs: Sequence[Mapping[str, Any]], timings: Sequence[Mapping[str, Any]], tool_names: Iterable[str] = ()
+INTENDED_ERROR_KINDS: tuple[str, ...] = (*ERROR_KINDS, OTHER_SHAPE_KIND)
+"""Every way an intended call fails to run: a block's error kinds, and a call written in another shape."""
+
+
+def summarize_side(
+    records: Sequence[Mapping[str, Any]], timings: Sequence[Mapping[str, Any]], tool_names: Iterable[str] = ()
 ) -> dict[str, Any]:
-    """Per-mode counts (the report's tables) from run and timing records.
+    """The counts of one side (the free or the constrained run records of :func:`summarize`; a policy in a bench).
 
     ``tool_names``: the offered tools, to count how many other-shape calls name one of them (a 0.5B
     model also writes ``{"name": "median", "arguments": ...}`` for functions of the repository).
     """
     known = set(tool_names)
-    modes: dict[str, Any] = {}
-    for mode in MODES:
-        records = [r[mode] for r in runs]
-        kinds: Counter[str] = Counter()
-        for r in records:
-            kinds.update(r["error_kinds"])
-        shapes = Counter(c["shape"] for r in records for c in r["other_shape_calls"])
-        tool_hits = [r["expected_tool_hit"] for r in records if r["expected_tool_hit"] is not None]
-        arg_hits = [r["expected_arguments_hit"] for r in records if r["expected_arguments_hit"] is not None]
-        # the right tool, named in another shape (fenced or bare JSON) by a run with no valid call:
-        # what the model meant, lost to the format
-        other_shape_hits = sum(
-            1
-            for run in runs
-            if run["task"].get("expected_tool")
-            and not run[mode]["valid_calls"]
-            and any(c["name"] == run["task"]["expected_tool"] for c in run[mode]["other_shape_calls"])
-        )
-        mode_timings = [t for t in timings if t["mode"] == mode]
-        seconds = sum(t["seconds"] for t in mode_timings)
-        tokens = sum(t["tokens"] for t in mode_timings)
-        n = len(records)
-        blocks = sum(r["blocks"] for r in records)
-        valid = sum(r["valid_calls"] for r in records)
-        modes[mode] = {
-            "runs": n,
-            "turns": sum(r["n_turns"] for r in records),
-            "runs_with_call": sum(r["made_call"] for r in records),
-            "runs_without_call": sum(not r["made_call"] for r in records),
-            "runs_with_valid_call": sum(r["valid_calls"] > 0 for r in records),
-            "runs_at_turn_limit": sum(r["stop"] == "turn-limit" for r in records),
-            "blocks": blocks,
-            "valid_calls": valid,
-            "valid_rate": valid / blocks if blocks else None,
-            "errors": sum(kinds.values()),
-            "error_kinds": {k: kinds[k] for k in ERROR_KINDS if kinds[k]},
-            "processor_errors": sum(len(r["processor_errors"]) for r in records),
-            "other_shape_calls": {"fenced": shapes["fenced"], "bare": shapes["bare"]},
-            "other_shape_calls_known_tool": sum(c["name"] in known for r in records for c in r["other_shape_calls"]),
-            "runs_with_other_shape_call": sum(bool(r["other_shape_calls"]) for r in records),
-            "expected_tool_tasks": len(tool_hits),
-            "expected_tool_hits": sum(tool_hits),
-            "expected_tool_rate": sum(tool_hits) / len(tool_hits) if tool_hits else None,
-            "expected_tool_other_shape": other_shape_hits,
-            "expected_arguments_tasks": len(arg_hits),
-            "expected_arguments_hits": sum(arg_hits),
-            "expected_arguments_rate": sum(arg_hits) / len(arg_hits) if arg_hits else None,
-            "tokens": tokens,
-            "truncated_turns": sum(r["truncated_turns"] for r in records),
-            "generate_seconds": seconds,
-            "processor_seconds": sum(t.get("processor_seconds", 0.0) for t in mode_timings),
-            "tokens_per_second": tokens / seconds if seconds > 0 else None,
-        }
-    free, constrained = modes["free"], modes["constrained"]
-    hidden = {
-        k: free["error_kinds"].get(k, 0) - constrained["error_kinds"].get(k, 0)
-        for k in ERROR_KINDS
-        if free["error_kinds"].get(k, 0) or constrained["error_kinds"].get(k, 0)
+    kinds: Counter[str] = Counter()
+    inner: Counter[str] = Counter()
+    for r in records:
+        kinds.update(r["error_kinds"])
+        inner.update(r.get("other_shape_inner_kinds", {}))
+    others = [c for r in records for c in r["other_shape_calls"]]
+    shapes = Counter(c["shape"] for c in others)
+    intended_kinds = Counter(kinds)
+    intended_kinds[OTHER_SHAPE_KIND] = len(others)
+
+    def hits(key: str) -> tuple[int, int, float | None]:
+        values = [r[key] for r in records if r.get(key) is not None]
+        return len(values), sum(values), (sum(values) / len(values) if values else None)
+
+    tool_n, tool_hits, tool_rate = hits("expected_tool_hit")
+    arg_n, arg_hits, arg_rate = hits("expected_arguments_hit")
+    _, tool_any, tool_any_rate = hits("expected_tool_any_shape_hit")
+    _, arg_any, arg_any_rate = hits("expected_arguments_any_shape_hit")
+    seconds = sum(t["seconds"] for t in timings)
+    tokens = sum(t["tokens"] for t in timings)
+    blocks = sum(r["blocks"] for r in records)
+    valid = sum(r["valid_calls"] for r in records)
+    return {
+        "runs": len(records),
+        "turns": sum(r["n_turns"] for r in records),
+        "runs_with_call": sum(r["made_call"] for r in records),
+        "runs_without_call": sum(not r["made_call"] for r in records),
+        "runs_with_valid_call": sum(r["valid_calls"] > 0 for r in records),
+        "runs_with_intended_call": sum(r.get("intended_calls", 0) > 0 for r in records),
+        "runs_at_turn_limit": sum(r["stop"] == "turn-limit" for r in records),
+        "intended_calls": blocks + len(others),
+        "blocks": blocks,
+        "valid_calls": valid,
+        "valid_rate": valid / blocks if blocks else None,
+        "errors": sum(kinds.values()),
+        "error_kinds": {k: kinds[k] for k in ERROR_KINDS if kinds[k]},
+        "intended_errors": sum(intended_kinds.values()),
+        "intended_error_kinds": {k: intended_kinds[k] for k in INTENDED_ERROR_KINDS if intended_kinds[k]},
+        "processor_errors": sum(len(r["processor_errors"]) for r in records),
+        "other_shape_calls": {"fenced": shapes["fenced"], "bare": shapes["bare"]},
+        "other_shape_inner_kinds": {k: inner[k] for k in ERROR_KINDS if inner[k]},
+        "other_shape_valid_inside": sum(c["error"] is None for c in others),
+        "other_shape_calls_known_tool": sum(c["name"] in known for c in others),
+        "runs_with_other_shape_call": sum(bool(r["other_shape_calls"]) for r in records),
+        "expected_tool_tasks": tool_n,
+        "expected_tool_hits": tool_hits,
+        "expected_tool_rate": tool_rate,
+        "expected_tool_any_shape_hits": tool_any,
+        "expected_tool_any_shape_rate": tool_any_rate,
+        "expected_arguments_tasks": arg_n,
+        "expected_arguments_hits": arg_hits,
+        "expected_arguments_rate": arg_rate,
+        "expected_arguments_any_shape_hits": arg_any,
+        "expected_arguments_any_shape_rate": arg_any_rate,
+        "tokens": tokens,
+        "truncated_turns": sum(r["truncated_turns"] for r in records),
+        "generate_seconds": seconds,
+        "processor_seconds": sum(t.get("processor_seconds", 0.0) for t in timings),
+        "tokens_per_second": tokens / seconds if seconds > 0 else None,
     }
-    return {"modes": modes, "hidden_by_grammar": hidden, "runs": len(runs)}
+
+
+def summarize(
+    runs: Sequence[Mapping[str, Any]], timings: Sequence[Mapping[str, Any]], tool_names: Iterable[str] = ()
+) -> dict[str, Any]:
+    """Per-mode counts (the report's tables) from run and timing records, and what the grammar hid.
+
+    ``hidden_by_grammar``: per kind of intended-call error (a block's kinds, and ``other-shape`` for a
+    call written outside the blocks), the free run's count less the constrained run's;
+    ``errors_hidden`` is their sum: the intended calls that failed free and not under the grammar.
+    """
+    names = list(tool_names)
+    modes = {
+        mode: summarize_side([r[mode] for r in runs], [t for t in timings if t["mode"] == mode], names)
+        for mode in MODES
+    }
+    free, constrained = modes["free"]["intended_error_kinds"], modes["constrained"]["intended_error_kinds"]
+    hidden = {
+        k: free.get(k, 0) - constrained.get(k, 0)
+        for k in INTENDED_ERROR_KINDS
+        if free.get(k, 0) or constrained.get(k, 0)
+    }
+    return {
+        "modes": modes,
+        "hidden_by_grammar": hidden,
+        "errors_hidden": modes["free"]["intended_errors"] - modes["constrained"]["intended_errors"],
+        "runs": len(runs),
+    }
 
 
 def _pct(part: float, whole: float) -> str:
@@ -842,6 +920,10 @@ def _pct(part: float, whole: float) -> str:
 
 def _rate(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
+
+
+def _hits(mode: Mapping[str, Any], hits: str, rate: str) -> str:
+    return f"{mode[hits]} ({_rate(mode[rate])})"
 
 
 def summary_rows(summary: Mapping[str, Any]) -> list[tuple[str, str, str]]:
@@ -854,41 +936,62 @@ def summary_rows(summary: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     def tps(value: float | None) -> str:
         return "n/a" if value is None else f"{value:.1f}"
 
+    def pair(hits: str, rate: str) -> tuple[str, str]:
+        return _hits(f, hits, rate), _hits(c, hits, rate)
+
     rows = [
         ("runs", *both("runs")),
-        ("runs that made a call (any block)", *both("runs_with_call")),
-        ("runs that made no call", *both("runs_without_call")),
+        ("runs with an intended call (a block or another shape)", *both("runs_with_intended_call")),
         ("runs with a valid call", *both("runs_with_valid_call")),
-        ("tool-call blocks", *both("blocks")),
-        ("valid calls", *both("valid_calls")),
-        ("valid rate (valid / blocks)", *both("valid_rate", _rate)),
-        ("invalid blocks (errors)", *both("errors")),
+        ("intended calls (blocks + other shapes)", *both("intended_calls")),
+        ("  valid calls (valid blocks)", *both("valid_calls")),
+        ("  errors: calls that cannot run", *both("intended_errors")),
     ]
-    kinds = [k for k in ERROR_KINDS if f["error_kinds"].get(k) or c["error_kinds"].get(k)]
-    rows += [(f"  {k}", str(f["error_kinds"].get(k, 0)), str(c["error_kinds"].get(k, 0))) for k in kinds]
+    kinds = [k for k in INTENDED_ERROR_KINDS if f["intended_error_kinds"].get(k) or c["intended_error_kinds"].get(k)]
+    for k in kinds:
+        label = "other-shape (fenced or bare JSON)" if k == OTHER_SHAPE_KIND else f"{k} (in a block)"
+        rows.append(
+            (f"    {label}", str(f["intended_error_kinds"].get(k, 0)), str(c["intended_error_kinds"].get(k, 0)))
+        )
+    inner = [k for k in ERROR_KINDS if f["other_shape_inner_kinds"].get(k) or c["other_shape_inner_kinds"].get(k)]
+    if (
+        f["other_shape_calls"]["fenced"]
+        + f["other_shape_calls"]["bare"]
+        + c["other_shape_calls"]["fenced"]
+        + c["other_shape_calls"]["bare"]
+    ):
+        rows += [
+            (
+                "  other shapes: fenced / bare",
+                *(f"{m['other_shape_calls']['fenced']} / {m['other_shape_calls']['bare']}" for m in (f, c)),
+            ),
+            ("    naming an offered tool", *both("other_shape_calls_known_tool")),
+            ("    the call inside would be valid", *both("other_shape_valid_inside")),
+        ]
+        rows += [
+            (
+                f"    inside: {k}",
+                str(f["other_shape_inner_kinds"].get(k, 0)),
+                str(c["other_shape_inner_kinds"].get(k, 0)),
+            )
+            for k in inner
+        ]
     rows += [
+        ("tool-call blocks", *both("blocks")),
+        ("invalid blocks (constrained: must be 0)", *both("errors")),
         ("rows that left the grammar", *both("processor_errors")),
         (
-            "calls in another shape: fenced JSON",
-            str(f["other_shape_calls"]["fenced"]),
-            str(c["other_shape_calls"]["fenced"]),
+            f"expected tool, valid call (of {f['expected_tool_tasks']} runs)",
+            *pair("expected_tool_hits", "expected_tool_rate"),
         ),
-        ("calls in another shape: bare JSON", str(f["other_shape_calls"]["bare"]), str(c["other_shape_calls"]["bare"])),
-        ("  of those, naming an offered tool", *both("other_shape_calls_known_tool")),
+        ("expected tool, named in any shape", *pair("expected_tool_any_shape_hits", "expected_tool_any_shape_rate")),
         (
-            f"expected tool chosen (of {f['expected_tool_tasks']} runs)",
-            f"{f['expected_tool_hits']} ({_rate(f['expected_tool_rate'])})",
-            f"{c['expected_tool_hits']} ({_rate(c['expected_tool_rate'])})",
+            f"expected tool + arguments, valid call (of {f['expected_arguments_tasks']})",
+            *pair("expected_arguments_hits", "expected_arguments_rate"),
         ),
         (
-            "expected tool named only in another shape",
-            str(f["expected_tool_other_shape"]),
-            str(c["expected_tool_other_shape"]),
-        ),
-        (
-            f"expected tool and arguments (of {f['expected_arguments_tasks']} runs)",
-            f"{f['expected_arguments_hits']} ({_rate(f['expected_arguments_rate'])})",
-            f"{c['expected_arguments_hits']} ({_rate(c['expected_arguments_rate'])})",
+            "expected tool + arguments, any shape",
+            *pair("expected_arguments_any_shape_hits", "expected_arguments_any_shape_rate"),
         ),
         ("turns", *both("turns")),
         ("turns cut at the token limit", *both("truncated_turns")),
@@ -919,24 +1022,32 @@ def _markdown(report: Report) -> str:
         f"{cfg['turns']} turn(s) per run, {cfg['max_new_tokens']} new tokens per turn",
         f"- Sampling: temperature {cfg['temperature']}, top-p {cfg['top_p']}, top-k {cfg['top_k']}; "
         f"format `{cfg['format']}`, arguments `{cfg['mode']}`, parser `{cfg['parse_mode']}`, "
-        f"tool_choice `{cfg['tool_choice']}`, reasoning `{cfg['reasoning']}`, whitespace `{cfg['whitespace']}`",
+        f"tool_choice `{cfg['tool_choice']}`{', prose first' if cfg.get('prose_first') else ''}, "
+        f"reasoning `{cfg['reasoning']}`, whitespace `{cfg['whitespace']}`",
+        f"- Constrained side: {_policy_sentence(cfg)}",
         f"- Machine: {report.environment.get('machine', '')}",
         "",
         "| metric | free | constrained |",
         "|---|---:|---:|",
     ]
     lines += [
-        f"| {m.strip() if not m.startswith('  ') else '&nbsp;&nbsp;' + m.strip()} | {a} | {b} |"
-        for m, a, b in summary_rows(summary)
+        f"| {'&nbsp;' * 2 * (len(m) - len(m.lstrip()))}{m.strip()} | {a} | {b} |" for m, a, b in summary_rows(summary)
     ]
     lines += ["", "## Errors the grammar hid", ""]
     hidden = summary["hidden_by_grammar"]
     if hidden:
-        lines += ["| error kind | free | constrained | hidden |", "|---|---:|---:|---:|"]
+        lines += [
+            f"Intended calls that could not run: {f['intended_errors']} free, {c['intended_errors']} constrained: "
+            f"**{summary['errors_hidden']} hidden by the grammar**.",
+            "",
+            "| error kind | free | constrained | hidden |",
+            "|---|---:|---:|---:|",
+        ]
+        fk, ck = f["intended_error_kinds"], c["intended_error_kinds"]
         for kind, count in hidden.items():
-            lines.append(f"| {kind} | {f['error_kinds'].get(kind, 0)} | {c['error_kinds'].get(kind, 0)} | {count} |")
+            lines.append(f"| {kind} | {fk.get(kind, 0)} | {ck.get(kind, 0)} | {count} |")
     else:
-        lines.append("The free run made no invalid block, so there was nothing to hide.")
+        lines.append("The free run made no intended call that failed, so there was nothing to hide.")
     overhead = c["processor_seconds"]
     if c["generate_seconds"]:
         lines += [
@@ -954,7 +1065,10 @@ def _markdown(report: Report) -> str:
                         f"- seed {r['seed']}, task `{r['task_id']}`, turn {t['turn'] + 1}: "
                         f"{', '.join(t['errors']) or ''} {t['processor_error'] or ''}".rstrip()
                     )
-    lines += ["", "![error kinds and call rates](chart.png)", ""]
+    if has_matplotlib():
+        lines += ["", "![error kinds and call rates](chart.png)", ""]
+    else:
+        lines += ["", "(No chart: matplotlib is not installed; `pip install 'toolgrammar[compare]'` brings it.)", ""]
     lines += ["## Runs", "", "| seed | task | free: blocks / valid / errors | constrained: blocks / valid / errors |"]
     lines += ["|---:|---|---|---|"]
     for r in report.runs:
@@ -968,6 +1082,28 @@ def _markdown(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _policy_sentence(cfg: Mapping[str, Any]) -> str:
+    choice = cfg["tool_choice"]
+    if choice == "auto":
+        text = "`auto`: free text stays free; a block, when opened, is valid and closes in time"
+        if cfg.get("steer_to_blocks"):
+            text += "; steered: at call points the other call shapes' openers are moved onto the block opener"
+        return text
+    if choice == "none":
+        return "`none`: no block"
+    if choice == "required" and cfg.get("prose_first"):
+        return "`required`, prose first: free text, then at least one block (the budget forces it at the end)"
+    what = (
+        "`required`: the turn is the call" if choice == "required" else f"named tool `{choice}`: the turn is that call"
+    )
+    if cfg.get("reasoning", "disabled") == "disabled":
+        what += (
+            "; both sides find the block opener pre-filled, so the free side is judged inside the blocks it was "
+            "made to open"
+        )
+    return what
+
+
 def write_chart(summary: Mapping[str, Any], path: Path) -> None:
     """A PNG: error kinds (left) and call rates (right), free vs constrained."""
     import matplotlib
@@ -976,17 +1112,16 @@ def write_chart(summary: Mapping[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     f, c = summary["modes"]["free"], summary["modes"]["constrained"]
-    kinds = [k for k in ERROR_KINDS if f["error_kinds"].get(k) or c["error_kinds"].get(k)]
+    fk, ck = f["intended_error_kinds"], c["intended_error_kinds"]
+    kinds = [k for k in INTENDED_ERROR_KINDS if fk.get(k) or ck.get(k)]
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
     colors = {"free": "#d62728", "constrained": "#1f77b4"}
     if kinds:
         y = range(len(kinds))
-        left.barh(
-            [i - 0.2 for i in y], [f["error_kinds"].get(k, 0) for k in kinds], 0.4, label="free", color=colors["free"]
-        )
+        left.barh([i - 0.2 for i in y], [fk.get(k, 0) for k in kinds], 0.4, label="free", color=colors["free"])
         left.barh(
             [i + 0.2 for i in y],
-            [c["error_kinds"].get(k, 0) for k in kinds],
+            [ck.get(k, 0) for k in kinds],
             0.4,
             label="constrained",
             color=colors["constrained"],
@@ -995,21 +1130,30 @@ def write_chart(summary: Mapping[str, Any], path: Path) -> None:
         left.invert_yaxis()
         left.legend()
     else:
-        left.text(0.5, 0.5, "no invalid blocks in either mode", ha="center", va="center", transform=left.transAxes)
+        left.text(
+            0.5, 0.5, "no failed intended call in either mode", ha="center", va="center", transform=left.transAxes
+        )
         left.set_yticks([])
-    left.set_title("invalid tool-call blocks by error kind")
-    left.set_xlabel("blocks")
+    left.set_title("intended calls that cannot run, by error kind")
+    left.set_xlabel("calls")
 
     def rate(mode: Mapping[str, Any], key: str) -> float:
         return mode[key] / mode["runs"] if mode["runs"] else 0.0
 
-    labels = ["runs with a call", "runs with a valid call", "runs with another-shape call", "expected tool chosen"]
+    labels = [
+        "runs with an intended call",
+        "runs with a valid call",
+        "runs with another-shape call",
+        "expected tool, valid call",
+        "expected tool + arguments",
+    ]
     values = {
         name: [
-            rate(m, "runs_with_call"),
+            rate(m, "runs_with_intended_call"),
             rate(m, "runs_with_valid_call"),
             rate(m, "runs_with_other_shape_call"),
             m["expected_tool_rate"] or 0.0,
+            m["expected_arguments_rate"] or 0.0,
         ]
         for name, m in (("free", f), ("constrained", c))
     }
@@ -1046,6 +1190,24 @@ def _read_records(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]
             continue  # a line cut by an interruption: its batch is incomplete and will be redone
         (runs if record.get("type") == "run" else timings).append(record)
     return runs, timings
+
+
+def _replace_lines(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
+    """Write ``records`` as JSON lines into a new file, then rename it over ``path``.
+
+    Never in place: a kill during the write leaves the previous file whole (finished results are
+    never rewritten where they lie).
+    """
+    temporary = path.with_name(path.name + ".tmp")
+    try:
+        with open(temporary, "w", encoding="utf-8") as handle:
+            for record in records:
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 def _batches(tasks: list[Task], size: int) -> list[list[Task]]:
@@ -1161,9 +1323,7 @@ def run_compare(
         runs = [r for r in runs if (r["seed"], r["batch"]) in done]
         timings = [t for t in timings if (t["seed"], t["batch"]) in done]
     config_file.write_text(json.dumps(identity, indent=2) + "\n", encoding="utf-8")
-    with open(runs_file, "w", encoding="utf-8") as handle:  # rewrite: only complete batches survive
-        for record in timings + runs:
-            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    _replace_lines(runs_file, timings + runs)  # only complete batches survive
 
     total = len(tasks) * len(config.seeds) * 2
     bar = _progress(total, config.progress, initial=2 * len(runs))
@@ -1221,9 +1381,20 @@ def run_compare(
     (out / "report.json").write_text(
         json.dumps(report.to_dict(), ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
     )
-    write_chart(report.summary, out / "chart.png")
+    chart = out / "chart.png"
+    if has_matplotlib():
+        write_chart(report.summary, chart)
+    else:
+        chart.unlink(missing_ok=True)  # never leave an older run's chart beside this report
     (out / "report.md").write_text(_markdown(report), encoding="utf-8")
     return report
+
+
+def has_matplotlib() -> bool:
+    """Whether the chart can be drawn (matplotlib comes with the ``compare`` extra)."""
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 class _NoBar:

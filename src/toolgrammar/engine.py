@@ -604,6 +604,20 @@ class TokenGrammar:
         self._steps[key] = got
         return got
 
+    def walk_text(self, text: str, state: int | None = None) -> int:
+        """The state after the UTF-8 bytes of ``text`` from ``state`` (default: the start); DEAD if rejected.
+
+        For text the prompt already put into the assistant turn (a harness that pre-fills the block
+        opener): the grammar continues from there.
+        """
+        got = self.start if state is None else state
+        t = self.transitions
+        for x in text.encode("utf-8"):
+            got = int(t[got, x])
+            if got < 0:
+                return DEAD
+        return got
+
     def is_finished(self, state: int) -> bool:
         """True once the turn has ended (after an end-of-turn token)."""
         return self._finished[state]
@@ -681,23 +695,25 @@ def token_grammar(grammar: TurnGrammar, vocab: Vocabulary) -> TokenGrammar:
 class Cursor:
     """Where one sequence is in the grammar. Cheap to create, copy and reset."""
 
-    __slots__ = ("error", "grammar", "max_tokens", "n_tokens", "state")
+    __slots__ = ("error", "grammar", "max_tokens", "n_tokens", "start", "state")
 
-    def __init__(self, grammar: TokenGrammar, max_tokens: int | None = None):
+    def __init__(self, grammar: TokenGrammar, max_tokens: int | None = None, start: int | None = None):
         self.grammar = grammar
         self.max_tokens = max_tokens
+        self.start = grammar.start if start is None else start
         self.reset()
 
     def reset(self) -> None:
-        self.state = self.grammar.start
+        self.state = self.start
         self.n_tokens = 0
         self.error: str | None = None
 
     def fork(self) -> Cursor:
         c = Cursor.__new__(Cursor)
-        c.grammar, c.max_tokens, c.state, c.n_tokens, c.error = (
+        c.grammar, c.max_tokens, c.start, c.state, c.n_tokens, c.error = (
             self.grammar,
             self.max_tokens,
+            self.start,
             self.state,
             self.n_tokens,
             self.error,

@@ -6,9 +6,15 @@ separator, then the end of the turn::
     turn     := reasoning? content
     reasoning:= "<think>" THINK "</think>" | THINK "</think>"   (the latter when the prompt pre-opened it)
     content  := FREE (block (sep block)*)? END                  tool_choice="auto"
-              | FREE block (sep block)* END                     tool_choice="required"
+              | block (sep block)* END                          tool_choice="required" (call first)
+              | FREE block (sep block)* END                     tool_choice="required", prose_first=True
               | block_of(NAME) END                              tool_choice=NAME
               | FREE END                                        tool_choice="none"
+
+``required`` means what OpenAI and vLLM mean: the turn *is* the call(s), after the reasoning when
+reasoning is on. ``prose_first=True`` keeps the earlier variant (free text, then at least one block,
+which the token budget forces at the end when the model never opens one); measured on the bundled
+tasks it chooses the expected tool far less often (README, "Which policy").
 
 ``FREE`` is any text (control tokens included) that does not contain the block opener; the
 opener, whether written as its single added token or spelled in pieces, starts a block. ``THINK``
@@ -32,8 +38,10 @@ import numpy as np
 from . import cache as disk_cache
 from .automaton import (
     ANY_TEXT_SYMBOL,
+    DEAD,
     DFA,
     END,
+    N_SYMBOLS,
     Node,
     alt,
     avoiding,
@@ -41,6 +49,7 @@ from .automaton import (
     group,
     lit,
     not_prefixed,
+    repeat,
     seq,
     star,
     to_regex,
@@ -82,8 +91,24 @@ class GrammarOptions:
     """Forbid the raw closing marker inside string values (the model must write ``<\\/tool_call>``)."""
     after_calls: AfterCalls = "end"
     """What may follow the last block: ``end`` of turn, or free ``text`` (which cannot open another block)."""
+    prose_first: bool = False
+    """With ``tool_choice="required"`` only: free text may come before the first block (the budget forces
+    the block at the end if the model never opens one). Default: the turn opens with the call."""
 
     def __post_init__(self) -> None:
+        # Types first: a string "no" is truthy, so parallel_tool_calls="no" would silently mean True.
+        for name in ("parallel_tool_calls", "escape_markers"):
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise GrammarError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
+        if not isinstance(self.max_whitespace, int) or isinstance(self.max_whitespace, bool):
+            raise GrammarError(
+                f"max_whitespace must be an integer, got {self.max_whitespace!r} ({type(self.max_whitespace).__name__})"
+            )
+        for name in ("format", "reasoning", "whitespace", "after_calls"):
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                raise GrammarError(f"{name} must be a string, got {value!r} ({type(value).__name__})")
         if self.reasoning not in ("enabled", "disabled", "prefilled"):
             raise GrammarError(f"reasoning must be 'enabled', 'disabled' or 'prefilled', got {self.reasoning!r}")
         if self.whitespace not in ("canonical", "flexible"):
@@ -93,6 +118,13 @@ class GrammarOptions:
         if not isinstance(self.tool_choice, str) or not self.tool_choice:
             raise GrammarError(
                 f"tool_choice must be 'auto', 'required', 'none' or a tool name, got {self.tool_choice!r}"
+            )
+        if not isinstance(self.prose_first, bool):
+            raise GrammarError(f"prose_first must be True or False, got {self.prose_first!r}")
+        if self.prose_first and self.tool_choice != "required":
+            raise GrammarError(
+                f"prose_first=True applies to tool_choice='required' only (got tool_choice={self.tool_choice!r}): "
+                "under 'auto' text before a call is always allowed, a named tool is called straight away"
             )
 
     @property
@@ -159,12 +191,34 @@ class TurnGrammar:
         """The turn as a Python regular expression over its text (``$`` marks the end of the turn)."""
         return to_regex(self.node)
 
+    def forced_text(self) -> str:
+        """The text every turn of this grammar starts with: the bytes it allows one at a time from the start.
+
+        ``""`` under ``auto``; under call-first ``required`` (reasoning disabled) the opening of every
+        block up to where the tools' names diverge (hermes: ``<tool_call>\\n{"name": "``). A harness
+        that forces a call pre-fills exactly this; the side-by-side mode gives it to its free side.
+        """
+        t, accepting = self.dfa.transitions, self.dfa.accepting
+        state, out = self.dfa.start, bytearray()
+        while not accepting[state] and len(out) < 4096:
+            allowed = np.flatnonzero(t[state] >= 0)
+            if len(allowed) != 1 or allowed[0] > 0xFF:
+                break
+            out.append(int(allowed[0]))
+            state = int(t[state, allowed[0]])
+        while out:  # whole characters only
+            try:
+                return out.decode("utf-8")
+            except UnicodeDecodeError:
+                out.pop()
+        return ""
+
     def block_regex(self) -> str:
         """One block as a regular expression (opener through closer), for engines that take a regex."""
         return to_regex(self.format.block_grammar(self.tools, self.options))
 
 
-GRAMMAR_VERSION = "3"
+GRAMMAR_VERSION = "4"
 """Bumped whenever a change to the compiler changes what a grammar accepts (it keys the disk cache)."""
 
 
@@ -188,7 +242,7 @@ def compile_turn(tools: object, *, mode: str = "schema", cache: bool = True, **o
     fmt.check_tools(toolset)
     key = grammar_key(toolset, opts)
     literals = _literals(toolset, opts, fmt)
-    entry = disk_cache.load("grammars", key) if cache else None
+    entry = disk_cache.load("grammars", key, check=_check_cached_dfa) if cache else None
     if entry is not None:
         dfa = DFA(
             transitions=entry["transitions"],
@@ -206,6 +260,29 @@ def compile_turn(tools: object, *, mode: str = "schema", cache: bool = True, **o
         arrays = {"transitions": dfa.transitions, "accepting": dfa.accepting, "safe": dfa.safe}
         disk_cache.save("grammars", key, {**arrays, "start": np.int64(dfa.start)})
     return grammar
+
+
+def _check_cached_dfa(entry: dict[str, np.ndarray]) -> str | None:
+    """Why a cached automaton cannot be used as it is (shapes, dtypes, ranges), or ``None``.
+
+    The entry's content hash already matched; this guards the arrays' layout so that an entry
+    written by another version, or crafted, is rebuilt instead of indexing out of range.
+    """
+    names = {"transitions", "accepting", "safe", "start"}
+    if set(entry) != names:
+        return f"arrays {sorted(entry)}, expected {sorted(names)}"
+    t, accepting, safe, start = entry["transitions"], entry["accepting"], entry["safe"], entry["start"]
+    if t.ndim != 2 or t.shape[1] != N_SYMBOLS or t.shape[0] < 1 or t.dtype != np.int32:
+        return f"transitions of shape {t.shape} and dtype {t.dtype}, expected (n, {N_SYMBOLS}) int32"
+    n = t.shape[0]
+    for name, array in (("accepting", accepting), ("safe", safe)):
+        if array.shape != (n,) or array.dtype != np.bool_:
+            return f"{name} of shape {array.shape} and dtype {array.dtype}, expected ({n},) bool"
+    if start.shape != () or start.dtype.kind not in "iu" or not 0 <= int(start) < n:
+        return f"start state {start!r} is not one of the {n} states"
+    if int(t.min()) < DEAD or int(t.max()) >= n:
+        return f"transitions lead outside the {n} states"
+    return None
 
 
 def turn_node(tools: ToolSet, options: GrammarOptions, fmt: ToolCallFormat) -> Node:
@@ -239,13 +316,17 @@ def turn_node(tools: ToolSet, options: GrammarOptions, fmt: ToolCallFormat) -> N
         calls = seq(group(blocks, safe=False), after)
         if choice == "auto":
             content = seq(free(safe=True), alt(calls, END))
-        elif choice == "required":
+        elif choice == "required" and options.prose_first:
             content = seq(free(safe=False), calls)
-        else:  # a named tool: that call, straight away
+        else:  # required (call first) or a named tool: the call, straight away
             content = calls
 
     think = group(avoiding(star(ANY_TEXT_SYMBOL), *think_words), safe=cut_ok)
-    endings = [seq(lit(m.think_close), content)]
+    after_think = content
+    if calls is not None and content is calls:
+        # The call comes first, but the chat template writes "</think>\n\n" before the content.
+        after_think = seq(repeat(lit("\n"), 0, 2), calls)
+    endings = [seq(lit(m.think_close), after_think)]
     if calls is not None and m.block_open in think_words:
         endings.append(calls)  # this format's parser ends the reasoning at a block opener too
     if cut_ok:

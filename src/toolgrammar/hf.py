@@ -23,10 +23,12 @@ from typing import Any
 
 import torch
 
+from .automaton import DEAD
 from .engine import Cursor, TokenGrammar, token_grammar
 from .errors import ProcessorError
 from .grammar import compile_turn
 from .masking import MaskApplier
+from .steering import CallOpeners, CallPoints, call_openers, steer_row
 from .vocab import Vocabulary
 
 try:  # transformers is the point of this module, but keep the class importable for type checks
@@ -35,6 +37,7 @@ except ImportError:  # pragma: no cover
     LogitsProcessor = object  # type: ignore[assignment,misc]
 
 _vocabularies: dict[int, tuple[weakref.ref, Vocabulary]] = {}
+_openers: dict[tuple[str, str], CallOpeners] = {}
 
 
 def vocabulary_of(tokenizer: Any) -> Vocabulary:
@@ -65,6 +68,15 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         within the budget, and a block is never opened that could not close in time.
     mode : {"schema", "strings"}, default: "schema"
         Argument rule: each tool's JSON Schema, or the seed harness's all-strings rule.
+    steer_to_blocks : bool, default: False
+        At a call point (the start of the turn, just after the reasoning, just after a block), move the
+        probability of tokens that open another call shape (a code fence, bare JSON) onto the block
+        opener, so a call the model meant to write in another shape becomes a real, checked block.
+        Every other token keeps its log-probability exactly; see :mod:`toolgrammar.steering`.
+    assistant_prefix : str, default: ""
+        Text the prompt already put at the start of the assistant turn, after the generation prompt
+        (a harness that pre-fills the block opener, ``"<tool_call>\\n"``): the grammar continues after
+        it. It must be a valid start of a turn under these options.
     **options :
         Grammar options (:class:`toolgrammar.grammar.GrammarOptions`): ``format``, ``tool_choice``,
         ``parallel_tool_calls``, ``reasoning``, ``whitespace``, ``max_whitespace``,
@@ -74,20 +86,52 @@ class ToolCallLogitsProcessor(LogitsProcessor):
     -----
     Logit columns beyond the tokenizer (Qwen3 models have 151,936 columns for 151,669 ids) are
     always masked. Outside blocks nothing else is touched, except what the tool-choice policy or the
-    budget demands (``none`` removes the opener; ``required`` forbids ending before a call; near the
-    end of the budget the opener is removed when a call could no longer close).
+    budget demands (``none`` removes the opener; ``required`` and a named tool make the turn the call;
+    near the end of the budget the opener is removed when a call could no longer close) and, with
+    ``steer_to_blocks``, the opener pool at call points.
     """
 
     def __init__(
-        self, tokenizer: Any, tools: Any, *, max_new_tokens: int | None = None, mode: str = "schema", **options: Any
+        self,
+        tokenizer: Any,
+        tools: Any,
+        *,
+        max_new_tokens: int | None = None,
+        mode: str = "schema",
+        steer_to_blocks: bool = False,
+        assistant_prefix: str = "",
+        **options: Any,
     ):
         if max_new_tokens is not None and (not isinstance(max_new_tokens, int) or max_new_tokens < 1):
             raise ProcessorError(f"max_new_tokens must be a positive int or None, got {max_new_tokens!r}")
+        if not isinstance(steer_to_blocks, bool):
+            raise ProcessorError(f"steer_to_blocks must be True or False, got {steer_to_blocks!r}")
+        if not isinstance(assistant_prefix, str):
+            raise ProcessorError(f"assistant_prefix must be a string, got {type(assistant_prefix).__name__}")
         self.vocab = vocabulary_of(tokenizer)
         self.turn_grammar = compile_turn(tools, mode=mode, **options)
         self.grammar: TokenGrammar = token_grammar(self.turn_grammar, self.vocab)
         self.max_new_tokens = max_new_tokens
+        self.assistant_prefix = assistant_prefix
+        self._start_state = self.grammar.walk_text(assistant_prefix)
+        if self._start_state == DEAD:
+            raise ProcessorError(
+                f"assistant_prefix {assistant_prefix!r} is not a valid start of a turn under these options "
+                f"(format {self.turn_grammar.options.format!r}, tool_choice {self.turn_grammar.options.tool_choice!r}, "
+                f"reasoning {self.turn_grammar.options.reasoning!r})"
+            )
+        self.steer_to_blocks = steer_to_blocks
+        self._call_points: CallPoints | None = None
+        if steer_to_blocks:
+            opener = self.turn_grammar.format.markers.block_open
+            key = (self.vocab.fingerprint, opener)
+            openers = _openers.get(key)
+            if openers is None:
+                openers = _openers[key] = call_openers(self.vocab, opener)
+            self._call_points = CallPoints(self.grammar, openers)
         self._applier = MaskApplier()
+        self.steered_steps = 0
+        """Rows x steps at which steering moved probability (for reports)."""
         self.reset()
 
     # -- state -------------------------------------------------------------------------------
@@ -95,6 +139,7 @@ class ToolCallLogitsProcessor(LogitsProcessor):
     def reset(self) -> None:
         """Forget the current generation; the next call starts from its input as the prompt."""
         self.cursors: list[Cursor] = []
+        self._fresh: list[bool] = []  # per row: at a call point (steering only)
         self._prev_ids: torch.Tensor | None = None
         self._prev_bytes: bytes | None = None  # the host path's copy of the last input (see _call_host_row)
         self.prompt_length = 0
@@ -105,8 +150,20 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         return [c.error for c in self.cursors]
 
     def _start(self, input_ids: torch.Tensor) -> None:
-        self.cursors = [Cursor(self.grammar, self.max_new_tokens) for _ in range(input_ids.shape[0])]
+        rows = input_ids.shape[0]
+        self.cursors = [Cursor(self.grammar, self.max_new_tokens, self._start_state) for _ in range(rows)]
+        points = self._call_points
+        self._fresh = [points.initial(self._start_state) if points is not None else False] * rows
         self.prompt_length = input_ids.shape[1]
+
+    def _advance(self, row: int, token: int) -> None:
+        cursor = self.cursors[row]
+        before = cursor.state
+        cursor.advance(token)
+        points = self._call_points
+        if points is not None:
+            fresh = cursor.error is None and points.update(self._fresh[row], before, token, cursor.state)
+            self._fresh[row] = fresh
 
     def _sync(self, input_ids: torch.Tensor) -> None:
         prev = self._prev_ids
@@ -119,9 +176,8 @@ class ToolCallLogitsProcessor(LogitsProcessor):
             self._start(input_ids)  # not an extension of the last step: a new generate() call
             self._prev_ids = input_ids
             return
-        last = input_ids[:, -1].tolist()
-        for cursor, token in zip(self.cursors, last, strict=True):
-            cursor.advance(int(token))
+        for row, token in enumerate(input_ids[:, -1].tolist()):
+            self._advance(row, int(token))
         self._prev_ids = input_ids
 
     def _reorder(self, input_ids: torch.Tensor, prev: torch.Tensor) -> bool:
@@ -130,13 +186,14 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         Returns False when some row extends no previous row (then this is a new generation).
         """
         index = {tuple(row): i for i, row in enumerate(prev[:, self.prompt_length :].tolist())}
-        new = []
+        new, fresh = [], []
         for row in input_ids[:, self.prompt_length : -1].tolist():
             parent = index.get(tuple(row))
             if parent is None:
                 return False
             new.append(self.cursors[parent].fork())
-        self.cursors = new
+            fresh.append(self._fresh[parent])
+        self.cursors, self._fresh = new, fresh
         return True
 
     # -- masking -----------------------------------------------------------------------------
@@ -164,6 +221,10 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         if len(rows) < len(masks) and width > n_tokens:
             scores[:, n_tokens:] = -float("inf")  # finished rows too: padding columns are never text
         self._applier.apply(scores, rows, [masks[r] for r in rows], n_tokens)
+        if self._call_points is not None:
+            steer = [r for r in rows if self._fresh[r]]
+            if steer:
+                self.steered_steps += self._applier.steer(scores, steer, self._call_points.openers)
         return scores
 
     def _call_host_row(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor | None:
@@ -181,12 +242,15 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         now = ids.tobytes()
         prev = self._prev_bytes
         if prev is not None and len(now) == len(prev) + ids.itemsize and now.startswith(prev):
-            self.cursors[0].advance(int(ids[0, -1]))
+            self._advance(0, int(ids[0, -1]))
         else:
             self._start(input_ids)
         self._prev_ids = input_ids
         self._prev_bytes = now
-        self._applier.apply_host_row(sc[0], self.cursors[0].mask(), n_tokens)
+        mask = self.cursors[0].mask()
+        self._applier.apply_host_row(sc[0], mask, n_tokens)
+        if mask is not None and self._call_points is not None and self._fresh[0]:
+            self.steered_steps += steer_row(sc[0], self._call_points.openers)
         return scores
 
     # -- reporting ---------------------------------------------------------------------------

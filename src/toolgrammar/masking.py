@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from .engine import StateMask
+from .steering import CallOpeners
 
 NEG_INF = float("-inf")
 
@@ -115,3 +116,33 @@ class MaskApplier:
             kept = row[m.allowed]
             row.fill(NEG_INF)
             row[m.allowed] = kept
+
+    def steer(self, logits: torch.Tensor, rows: Sequence[int], openers: CallOpeners) -> int:
+        """Pool the other-shape openers' probability onto the block opener in rows ``rows`` (masked already).
+
+        The block opener's logit becomes the log-sum-exp of its own and the openers' logits, which are
+        set to ``-inf``; every other logit is left as it is, so every other token keeps its
+        log-probability exactly. A row whose block opener is masked, or whose openers all are, is
+        left unchanged. Returns how many rows were changed. See :mod:`toolgrammar.steering`.
+        """
+        if not rows:
+            return 0
+        device = logits.device
+        key = (id(openers), device)
+        pooled_ids = self._ids.get(key)
+        if pooled_ids is None:
+            pooled_ids = torch.from_numpy(openers.steered).to(device)
+            self._ids[key] = pooled_ids
+            self._keep[id(openers)] = openers  # type: ignore[assignment]
+        index = torch.tensor(list(rows), device=device)
+        pooled = logits.index_select(0, index).index_select(1, pooled_ids)
+        opener_live = pooled[:, 0] > NEG_INF
+        other_live = (pooled[:, 1:] > NEG_INF).any(dim=1)
+        go = opener_live & other_live
+        if not bool(go.any()):
+            return 0
+        index = index[go]
+        total = torch.logsumexp(pooled[go].double(), dim=1).to(logits.dtype)
+        logits[index, openers.block_opener] = total
+        logits[index.unsqueeze(1), pooled_ids[1:].unsqueeze(0)] = NEG_INF
+        return len(index)

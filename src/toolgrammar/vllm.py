@@ -183,16 +183,20 @@ def turn_structural_tag(turn: TurnGrammar) -> dict[str, Any]:
         calls = _sequence(blocks, *after)
         if choice == "auto":
             content = _sequence(free, {"type": "optional", "content": calls})
-        elif choice == "required":
+        elif choice == "required" and opts.prose_first:
             content = _sequence(free, calls)
-        else:  # a named tool: that call, straight away
+        else:  # required (call first) or a named tool: the call, straight away
             content = calls
 
     if opts.reasoning == "disabled":
         return _tag_root(content)
     begin = m.think_open if opts.reasoning == "enabled" else ""
     thought = {"type": "tag", "begin": begin, "content": _any_text(*think_avoid), "end": m.think_close}
-    branches = [_sequence(thought, content)]
+    after_thought = content
+    if choice not in ("auto", "none") and len(tools) and not opts.prose_first:
+        # the call comes first, after the "\n\n" the chat template writes after "</think>"
+        after_thought = _sequence({"type": "regex", "pattern": "\\n{0,2}"}, content)
+    branches = [_sequence(thought, after_thought)]
     if cut_ok:  # the turn may end (or be cut) while thinking
         unfinished = _any_text(m.think_close, *think_avoid)
         branches.append(_sequence({"type": "const_string", "value": begin}, unfinished) if begin else unfinished)

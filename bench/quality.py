@@ -1,0 +1,235 @@
+"""Call quality per policy on the embedded model: which policy turns the model's intent into the right calls.
+
+    .venv/bin/python bench/quality.py                         # greedy + sampled seeds 0 and 1, all 44 tasks
+    .venv/bin/python bench/quality.py --settings greedy       # greedy only (about a fifth of the time)
+    .venv/bin/python bench/quality.py --resume --out DIR      # continue an interrupted run
+
+Runs the bundled tasks (default: all 44) on the embedded model (Qwen2.5-Coder-0.5B-Instruct, CPU),
+one 256-token turn, under five generations per setting (greedy; sampled at temperature 0.7, top-p
+0.8, top-k 20 with each seed), each judged by the strict parser and the other-shape reader:
+
+| policy | prompt | grammar |
+|---|---|---|
+| free | the chat template's | none |
+| required, prose first | the chat template's | ``tool_choice="required", prose_first=True`` (before call-first) |
+| free, opener pre-filled | ... + what the grammar forces | none (the fair free side of call-first ``required``) |
+| required, call first | ... + what the grammar forces | ``tool_choice="required"`` |
+| auto, steered | the chat template's | ``tool_choice="auto", steer_to_blocks=True`` |
+
+Reports per policy: runs with an intended call (a block or another shape), valid calls, errors by
+kind, expected tool (valid call; and named in any shape), expected tool + arguments, tokens, time;
+and for steering, how many runs whose free twin wrote an other-shape call became valid blocks, and
+which prose turns became calls (with examples). Writes ``OUT/generations.jsonl`` as it goes (one line
+per policy and setting: every run record), then ``OUT/quality.json`` and ``OUT/quality.md``.
+Needs the ``compare`` extra (``bash scripts/setup.sh``). Not a timed test: one run takes about an
+hour on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from toolgrammar.compare import (
+    CompareConfig,
+    HFGenerator,
+    _run_mode,
+    prepare,
+    summarize_side,
+)
+from toolgrammar.models import load_model
+
+POLICIES: dict[str, tuple[dict[str, Any], str]] = {
+    "free": ({"tool_choice": "auto", "steer_to_blocks": False}, "free"),
+    "required, prose first": (
+        {"tool_choice": "required", "prose_first": True, "steer_to_blocks": False},
+        "constrained",
+    ),
+    "free, opener pre-filled": ({"tool_choice": "required", "steer_to_blocks": False}, "free"),
+    "required, call first": ({"tool_choice": "required", "steer_to_blocks": False}, "constrained"),
+    "auto, steered": ({"tool_choice": "auto", "steer_to_blocks": True}, "constrained"),
+}
+"""policy -> (config overrides, side)."""
+
+
+def _settings(names: list[str], seeds: list[int]) -> list[tuple[str, float, int]]:
+    out = []
+    for name in names:
+        if name == "greedy":
+            out.append(("greedy", 0.0, 0))
+        elif name == "sampled":
+            out += [(f"sampled seed {s}", 0.7, s) for s in seeds]
+        else:
+            raise SystemExit(f"--settings: unknown setting {name!r} (greedy, sampled)")
+    return out
+
+
+def _done(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by an interruption
+            out[(record["policy"], record["setting"])] = record
+    return out
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    base = CompareConfig(
+        limit=args.limit or None, max_new_tokens=args.max_new_tokens, progress=False, mode="strings", format="hermes"
+    )
+    tools, tasks = prepare(base)
+    loaded = load_model(base.model)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    generations = out / "generations.jsonl"
+    done = _done(generations) if args.resume else {}
+    if not args.resume:
+        generations.write_text("", encoding="utf-8")
+    settings = _settings(args.settings.split(","), [int(s) for s in args.seeds.split(",")])
+    started = time.perf_counter()
+    for setting, temperature, seed in settings:
+        for policy, (overrides, side) in POLICIES.items():
+            if (policy, setting) in done:
+                continue
+            config = replace(base, temperature=temperature, **overrides)
+            generator = HFGenerator(loaded, tools, config)
+            t0 = time.perf_counter()
+            print(f"[{time.perf_counter() - started:7.0f} s] {setting}: {policy} ...", file=sys.stderr, flush=True)
+            records, timings = _run_mode(
+                generator, tasks, mode=side, seed=seed, batch_index=0, tools=tools, config=config,  # type: ignore[arg-type]
+                on_step=lambda what, step: None,
+            )  # fmt: skip
+            record = {
+                "policy": policy,
+                "setting": setting,
+                "temperature": temperature,
+                "seed": seed,
+                "seconds": time.perf_counter() - t0,
+                "timings": timings,
+                "runs": [{"task": t.to_dict(), **r} for t, r in zip(tasks, records, strict=True)],
+            }
+            with open(generations, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            done[(policy, setting)] = record
+    return report(done, tools.names, [s for s, _, _ in settings], out, base, loaded.source)
+
+
+def report(
+    done: dict[tuple[str, str], dict[str, Any]],
+    tool_names: tuple[str, ...],
+    settings: list[str],
+    out: Path,
+    base: CompareConfig,
+    source: str,
+) -> dict[str, Any]:
+    summaries: dict[str, Any] = {}
+    for policy in POLICIES:
+        records = [r for s in settings if (policy, s) in done for r in done[(policy, s)]["runs"]]
+        timings = [t for s in settings if (policy, s) in done for t in done[(policy, s)]["timings"]]
+        if records:
+            summaries[policy] = summarize_side(records, timings, tool_names)
+    steering = _steering(done, settings)
+    result = {"settings": settings, "summaries": summaries, "steering": steering, "model_source": source,
+              "max_new_tokens": base.max_new_tokens}  # fmt: skip
+    (out / "quality.json").write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    markdown = _markdown(result)
+    (out / "quality.md").write_text(markdown, encoding="utf-8")
+    print(markdown)
+    return result
+
+
+def _steering(done: dict[tuple[str, str], dict[str, Any]], settings: list[str]) -> dict[str, Any]:
+    """Free twin vs steered run, task by task: other-shape calls that became blocks, prose that became calls."""
+    other_shape, converted, prose, prose_to_call, examples, lost = 0, 0, 0, 0, [], []
+    for setting in settings:
+        free, steered = done.get(("free", setting)), done.get(("auto, steered", setting))
+        if not free or not steered:
+            continue
+        for a, b in zip(free["runs"], steered["runs"], strict=True):
+            became_call = b["valid_calls"] > 0
+            if a["other_shape_calls"]:
+                other_shape += 1
+                converted += became_call
+                if not became_call:
+                    lost.append({"setting": setting, "task": a["task"]["id"], "free": a["turns"][0]["text"][:160]})
+            elif not a["blocks"]:
+                prose += 1
+                if became_call:
+                    prose_to_call += 1
+                    examples.append({
+                        "setting": setting, "task": a["task"]["id"], "free": a["turns"][0]["text"][:200],
+                        "steered": b["turns"][0]["text"][:200],
+                    })  # fmt: skip
+    return {
+        "free_runs_with_other_shape_call": other_shape,
+        "of_those_valid_blocks_when_steered": converted,
+        "free_prose_runs": prose,
+        "of_those_calls_when_steered": prose_to_call,
+        "prose_to_call_examples": examples,
+        "other_shape_not_converted": lost,
+    }
+
+
+def _rate(hits: int, n: int) -> str:
+    return f"{hits}/{n} ({hits / n:.0%})" if n else "n/a"
+
+
+def _markdown(result: dict[str, Any]) -> str:
+    s = result["summaries"]
+    lines = [
+        f"Settings: {', '.join(result['settings'])}; {result['max_new_tokens']} tokens, one turn. "
+        f"Model: {result['model_source']}.",
+        "",
+        "| policy | runs | intended call | valid calls | errors (calls that cannot run) | expected tool, valid call | "
+        "expected tool, any shape | expected tool + arguments | tokens | time (s) |",
+        "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for policy, m in s.items():
+        kinds = ", ".join(f"{k} {v}" for k, v in m["intended_error_kinds"].items()) or "0"
+        inner = ", ".join(f"{k} {v}" for k, v in m["other_shape_inner_kinds"].items())
+        if inner:
+            kinds += f" (inside other shapes: {inner})"
+        lines.append(
+            f"| {policy} | {m['runs']} | {m['runs_with_intended_call']} | {m['valid_calls']} | "
+            f"{m['intended_errors']}: {kinds} | "
+            f"{_rate(m['expected_tool_hits'], m['expected_tool_tasks'])} | "
+            f"{_rate(m['expected_tool_any_shape_hits'], m['expected_tool_tasks'])} | "
+            f"{_rate(m['expected_arguments_hits'], m['expected_arguments_tasks'])} | "
+            f"{m['tokens']:,} | {m['generate_seconds']:.0f} |"
+        )
+    st = result["steering"]
+    lines += [
+        "",
+        f"Steering: of {st['free_runs_with_other_shape_call']} runs whose free twin wrote an other-shape call, "
+        f"{st['of_those_valid_blocks_when_steered']} became valid blocks when steered "
+        f"({_rate(st['of_those_valid_blocks_when_steered'], st['free_runs_with_other_shape_call'])}); of "
+        f"{st['free_prose_runs']} free prose runs (no intended call), {st['of_those_calls_when_steered']} "
+        "became calls.",
+    ]
+    for example in st["prose_to_call_examples"][:5]:
+        lines.append(f"- `{example['task']}` ({example['setting']}): free {example['free']!r} -> steered "
+                     f"{example['steered']!r}")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--settings", default="greedy,sampled", help="greedy, sampled, or both (comma-separated)")
+    parser.add_argument("--seeds", default="0,1", help="seeds of the sampled setting")
+    parser.add_argument("--limit", type=int, default=0, help="first N tasks (0: all 44)")
+    parser.add_argument("--max-new-tokens", type=int, default=256)
+    parser.add_argument("--out", default=f"bench/results/quality-{time.strftime('%Y-%m-%d')}")
+    parser.add_argument("--resume", action="store_true", help="keep the generations already in OUT")
+    run(parser.parse_args())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,7 @@
+"""``python -m toolgrammar``: the same command line as ``toolgrammar``."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
