@@ -203,3 +203,28 @@ def test_random_logits_driver_with_batch_and_padding_columns(tokenizer):
     for text in turns(tokenizer, ids, 5):
         parsed = parse_turn(text, TYPED_TOOLS)
         assert parsed.tool_calls and parsed.errors == (), text
+
+
+def test_copies_start_fresh_and_share_the_grammar(tokenizer):
+    import copy
+    import pickle
+
+    proc = ToolCallLogitsProcessor(tokenizer, SEED_TOOLS, max_new_tokens=8, tool_choice="required")
+    ids, scores = torch.tensor([[1, 2, 3]]), torch.randn(1, N_COLUMNS)
+    first = proc(ids, scores.clone())
+    for other in (copy.deepcopy(proc), pickle.loads(pickle.dumps(proc))):
+        assert other.grammar is proc.grammar and other.cursors == []
+        assert torch.equal(other(ids, scores.clone()), first)  # a copy masks exactly as the original did
+
+
+def test_a_processor_shared_by_two_concurrent_generations_is_an_error(tokenizer):
+    import threading
+
+    proc = ToolCallLogitsProcessor(tokenizer, SEED_TOOLS, max_new_tokens=8, tool_choice="required")
+    worker = threading.Thread(target=lambda: proc(torch.tensor([[1, 2, 3]]), torch.randn(1, N_COLUMNS)))
+    worker.start()
+    worker.join()  # that thread's generation is under way (1 of 8 tokens)
+    with pytest.raises(ProcessorError, match="use one processor per concurrent generation"):
+        proc(torch.tensor([[4, 5, 6]]), torch.randn(1, N_COLUMNS))
+    proc.reset()  # its owner said it is over: now this thread may start one
+    proc(torch.tensor([[4, 5, 6]]), torch.randn(1, N_COLUMNS))

@@ -8,9 +8,10 @@ A cache must never change what a grammar allows, so nothing read from it is trus
 
 - every entry stores a format version and a SHA-256 digest over its kind, its key and every array
   (name, dtype, shape, bytes); :func:`load` recomputes it, and the caller's ``check`` then verifies
-  shapes and ranges. An entry that is unreadable (truncated, not a zip, not an ``.npz``), of another
-  version, whose digest does not match, or that fails ``check`` is ignored with a warning naming the
-  file, and the caller rebuilds it (overwriting the bad entry);
+  shapes and ranges. An entry that is unreadable (truncated, not a zip, not an ``.npz``), whose digest
+  does not match, or that fails ``check`` is ignored with a warning naming the file, and the caller
+  rebuilds it (overwriting the bad entry); an entry of an older format version (an older toolgrammar
+  wrote it) is rebuilt silently: an upgrade is not damage;
 - writes go to a temporary file in the same folder, then ``os.replace``: a reader never sees half an
   entry, and a failed write removes its temporary file. A read-only or full disk costs the cache only.
 
@@ -74,6 +75,8 @@ def load(kind: str, key: str, check: Check | None = None) -> dict[str, np.ndarra
         return None
     except Exception as error:  # BadZipFile, a pickled or truncated member, EOF, permissions...
         return _ignored(path, f"unreadable ({type(error).__name__}: {error})")
+    if _older_version(arrays):
+        return None  # written by an older toolgrammar: not damage, a silent miss (rebuilt and overwritten)
     problem = _verify(kind, key, arrays)
     if problem is None:
         arrays = {k: v for k, v in arrays.items() if k not in (_VERSION, _DIGEST)}
@@ -84,6 +87,13 @@ def load(kind: str, key: str, check: Check | None = None) -> dict[str, np.ndarra
     if problem is not None:
         return _ignored(path, problem)
     return arrays
+
+
+def _older_version(arrays: dict[str, np.ndarray]) -> bool:
+    version = arrays.get(_VERSION)
+    return (
+        version is not None and version.shape == () and version.dtype.kind in "iu" and 0 < int(version) < FORMAT_VERSION
+    )
 
 
 def _verify(kind: str, key: str, arrays: dict[str, np.ndarray]) -> str | None:

@@ -445,6 +445,14 @@ class TokenGrammar:
         self._lock = threading.Lock()
         self.n_walks = 0
 
+    def __reduce__(self) -> tuple[object, tuple[object, ...]]:
+        # Pickled as what it is built from: the unpickling process rebuilds (or finds) its own copy,
+        # with its own lock and caches.
+        return token_grammar, (self.grammar, self.vocab)
+
+    def __deepcopy__(self, memo: dict[int, object]) -> TokenGrammar:
+        return self  # shared and immutable from the outside (its caches are guarded by its lock)
+
     # -- budget bound ------------------------------------------------------------------------
 
     def _distances(self) -> np.ndarray:
@@ -658,7 +666,15 @@ def _make_mask(ok: np.ndarray, max_need: int) -> StateMask:
 
 _JSON_PUNCTUATION = (
     '{"a": "", "b": 0, "c": [], "d": {}, "e": ["", 0, {}], "f": true, "g": false, "h": null, "i": -1.5e+2}',
-    '"}}\n', '"]}}\n', "]}}\n", "}}}\n", '""}}\n', '"}, "', '"], "', "}, {", "\n</tool_call>",
+    '"}}\n',
+    '"]}}\n',
+    "]}}\n",
+    "}}}\n",
+    '""}}\n',
+    '"}, "',
+    '"], "',
+    "}, {",
+    "\n</tool_call>",
 )
 
 

@@ -18,6 +18,7 @@ whose sequence it extends.
 from __future__ import annotations
 
 import contextlib
+import threading
 import weakref
 from typing import Any
 
@@ -38,6 +39,12 @@ except ImportError:  # pragma: no cover
 
 _vocabularies: dict[int, tuple[weakref.ref, Vocabulary]] = {}
 _openers: dict[tuple[str, str], CallOpeners] = {}
+_PER_GENERATION = frozenset({"cursors", "_fresh", "_prev_ids", "_prev_bytes", "_owner", "_guard", "_applier"})
+_SHARED_MESSAGE = (
+    "this ToolCallLogitsProcessor is following another generation (another thread's generate() call): use one "
+    "processor per concurrent generation; processors built for the same tokenizer, tools and options share one "
+    "compiled grammar, so a second one costs nothing (or call reset() once the other generation is over)"
+)
 
 
 def vocabulary_of(tokenizer: Any) -> Vocabulary:
@@ -52,6 +59,12 @@ def vocabulary_of(tokenizer: Any) -> Vocabulary:
     with contextlib.suppress(TypeError):  # not weak-referenceable: do not cache
         _vocabularies[key] = (weakref.ref(tokenizer), vocab)
     return vocab
+
+
+def _under_way(cursor: Cursor) -> bool:
+    """A row that may still take tokens: not ended, not failed, budget not spent."""
+    spent = cursor.max_tokens is not None and cursor.n_tokens >= cursor.max_tokens
+    return cursor.error is None and not cursor.finished and not spent
 
 
 class ToolCallLogitsProcessor(LogitsProcessor):
@@ -130,14 +143,33 @@ class ToolCallLogitsProcessor(LogitsProcessor):
                 openers = _openers[key] = call_openers(self.vocab, opener)
             self._call_points = CallPoints(self.grammar, openers)
         self._applier = MaskApplier()
+        self._guard = threading.Lock()
         self.steered_steps = 0
         """Rows x steps at which steering moved probability (for reports)."""
         self.reset()
 
     # -- state -------------------------------------------------------------------------------
 
+    # -- copies --------------------------------------------------------------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A copy (deepcopy, pickle) starts with no generation under way: cursors, the previous input
+        # and the device-side mask tensors belong to the original. The compiled grammar is shared.
+        state = {k: v for k, v in self.__dict__.items() if k not in _PER_GENERATION}
+        state["_applier"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._applier = MaskApplier()
+        self._guard = threading.Lock()
+        self.reset()
+
+    # -- state -------------------------------------------------------------------------------
+
     def reset(self) -> None:
         """Forget the current generation; the next call starts from its input as the prompt."""
+        self._owner: int | None = None  # the thread whose generation this is
         self.cursors: list[Cursor] = []
         self._fresh: list[bool] = []  # per row: at a call point (steering only)
         self._prev_ids: torch.Tensor | None = None
@@ -199,6 +231,22 @@ class ToolCallLogitsProcessor(LogitsProcessor):
     # -- masking -----------------------------------------------------------------------------
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if not self._guard.acquire(blocking=False):
+            raise ProcessorError(_SHARED_MESSAGE)
+        try:
+            self._check_owner()
+            return self._masked(input_ids, scores)
+        finally:
+            self._guard.release()
+
+    def _check_owner(self) -> None:
+        """One processor follows one generation at a time: another thread's unfinished one is an error."""
+        me = threading.get_ident()
+        if self._owner is not None and self._owner != me and any(_under_way(c) for c in self.cursors):
+            raise ProcessorError(_SHARED_MESSAGE)
+        self._owner = me
+
+    def _masked(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         if scores.dtype is torch.float32 and scores.is_cpu and input_ids.is_cpu and not scores.requires_grad:
             done = self._call_host_row(input_ids, scores)
             if done is not None:

@@ -360,6 +360,10 @@ def _normalize_spec(raw: Any) -> dict[str, Any]:
         )
     if "tools" not in raw:
         raise GrammarError(f"extra_args[{EXTRA_ARGS_KEY!r}] needs 'tools' (the OpenAI tool list)")
+    if "format" in raw:  # data from a request: it selects a registered format, it never names code to import
+        from .formats import registered_format
+
+        registered_format(raw["format"], where=f"extra_args[{EXTRA_ARGS_KEY!r}]['format']")
     return dict(raw)
 
 

@@ -24,6 +24,34 @@ FORMATS: dict[str, str] = {
 _cache: dict[str, ToolCallFormat] = {}
 
 
+def register_format(name: str, spec: str) -> None:
+    """Register an out-of-tree format under ``name`` (``spec``: ``package.module:Class``).
+
+    A server does this when it starts; requests may then name it. A request can only *select* a
+    registered format: it never names code to import (:func:`registered_format`).
+    """
+    if not isinstance(name, str) or not name or ":" in name:
+        raise GrammarError(f"a format name is a non-empty string without ':', got {name!r}")
+    if not isinstance(spec, str) or spec.count(":") != 1:
+        raise GrammarError(f"format {name!r}: spec must be 'package.module:Class', got {spec!r}")
+    FORMATS[name] = spec
+    _cache.pop(name, None)
+
+
+def registered_format(name: object, *, where: str = "a request") -> str:
+    """``name`` if it is a registered format; else a :class:`GrammarError` (nothing is imported).
+
+    For input that arrives as data (a server request): it may select among the formats registered
+    when the process started, never name a module to import.
+    """
+    if not isinstance(name, str) or name not in FORMATS:
+        raise GrammarError(
+            f"{where} may only name a registered format ({', '.join(sorted(FORMATS))}), got {name!r}; "
+            "register others when the server starts: toolgrammar.formats.register_format(name, 'module:Class')"
+        )
+    return name
+
+
 def get_format(name: str | ToolCallFormat) -> ToolCallFormat:
     """Return the format called ``name`` (a registered name or ``package.module:Class``)."""
     from .base import ToolCallFormat
