@@ -40,6 +40,26 @@ class ToolSchemaError(ToolgrammarError, ValueError):
         self.keyword = keyword
 
 
+class SchemaTooLargeError(ToolSchemaError):
+    """A part of a tool's schema whose automaton would be too large to build in reasonable time and memory.
+
+    Raised before any automaton is built, from :func:`toolgrammar.automaton.estimate_size`; ``pointer``
+    names the smallest part over the limit and the message says what would make it fit.
+
+    Attributes (besides :class:`ToolSchemaError`'s)
+    -----------------------------------------------
+    estimate : int
+        The part's estimated size.
+    limit : int
+        :data:`toolgrammar.automaton.MAX_ESTIMATED_SIZE`.
+    """
+
+    def __init__(self, message: str, *, tool: str | None, pointer: str, keyword: str | None, estimate: int, limit: int):
+        super().__init__(message, tool=tool, pointer=pointer, keyword=keyword)
+        self.estimate = estimate
+        self.limit = limit
+
+
 class GrammarError(ToolgrammarError, ValueError):
     """Options or a tool set that the grammar compiler rejects (bad tool_choice, unknown format...)."""
 

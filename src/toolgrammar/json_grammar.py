@@ -17,11 +17,13 @@ from functools import lru_cache
 from typing import Any
 
 from .automaton import (
+    MAX_ESTIMATED_SIZE,
     Members,
     Node,
     alt,
     avoiding,
     chars,
+    estimate_size,
     group,
     lit,
     opt,
@@ -31,7 +33,7 @@ from .automaton import (
     star,
     utf8_char,
 )
-from .errors import GrammarError
+from .errors import GrammarError, SchemaTooLargeError
 
 
 @dataclass(frozen=True)
@@ -181,7 +183,11 @@ def any_value(ctx: SchemaContext, depth: int = ANY_VALUE_DEPTH) -> Node:
 
 
 def schema_node(schema: dict[str, Any], ctx: SchemaContext, pointer: str = "") -> Node:
-    """The grammar of JSON values valid against a normalized ``schema``."""
+    """The grammar of JSON values valid against a normalized ``schema`` (refused when too large to compile)."""
+    return check_size(_schema_node(schema, ctx, pointer), schema, ctx, pointer)
+
+
+def _schema_node(schema: dict[str, Any], ctx: SchemaContext, pointer: str) -> Node:
     if not schema:
         return any_value(ctx)
     if "const" in schema:
@@ -259,7 +265,61 @@ def object_node(schema: dict[str, Any], ctx: SchemaContext, pointer: str = "") -
         value = schema_node(sub, ctx, f"{pointer}/properties/{_escape_pointer(key)}")
         members.append((seq(json_literal(key, ws), ws.key_sep(), value), key in required))
     body = Members(tuple(members), ws.item_sep()) if members else lit("")
-    return seq(lit("{"), ws.ws(), body, ws.ws(), lit("}"))
+    return check_size(seq(lit("{"), ws.ws(), body, ws.ws(), lit("}")), schema, ctx, pointer)
+
+
+def check_size(node: Node, schema: dict[str, Any], ctx: SchemaContext, pointer: str) -> Node:
+    """``node`` (the grammar of ``schema`` at ``pointer``), or :class:`SchemaTooLargeError` when its
+    :func:`~toolgrammar.automaton.estimate_size` is over :data:`~toolgrammar.automaton.MAX_ESTIMATED_SIZE`.
+
+    Called on every part as it is built, so the first refusal names the smallest part that is too
+    large, before any automaton exists (estimates are memoized: the checks stay linear).
+    """
+    size = estimate_size(node)
+    if size <= MAX_ESTIMATED_SIZE:
+        return node
+    keyword, remedy = _remedy(schema, size, ctx)
+    raise SchemaTooLargeError(
+        f"{'this part of the schema' if pointer else 'the arguments schema (/)'} is too large to compile: its "
+        f"automaton is estimated at {size:,} states, "
+        f"over the limit of {MAX_ESTIMATED_SIZE:,} (toolgrammar.automaton.MAX_ESTIMATED_SIZE); {remedy}",
+        tool=ctx.tool or None,
+        pointer=pointer,
+        keyword=keyword,
+        estimate=size,
+        limit=MAX_ESTIMATED_SIZE,
+    )
+
+
+def _remedy(schema: dict[str, Any], size: int, ctx: SchemaContext) -> tuple[str | None, str]:
+    """The keyword at fault and what would make the part fit, for :func:`check_size`'s message."""
+    strings = "or load the tools with mode='strings' (every argument a string)"
+    if "anyOf" in schema:
+        return "anyOf", f"use fewer anyOf branches or simpler ones, {strings}"
+    if "enum" in schema:
+        return "enum", "use fewer enum values"
+    types = schema.get("type")
+    if types == "array":
+        hi = schema.get("maxItems")
+        if hi is None:
+            return "items", f"simplify the items schema or flatten the nesting, {strings}"
+        # The estimate grows about with maxItems^2 (estimate_size, bounded repeats): scale down.
+        fit = max(1, int(int(hi) * (MAX_ESTIMATED_SIZE / size) ** 0.5))
+        return "maxItems", (
+            f"lower maxItems (now {hi}; about {fit} would fit), flatten the nesting (arrays inside arrays "
+            f"multiply), {strings}"
+        )
+    if types == "object":
+        props = schema.get("properties", {})
+        optional = len(set(props) - set(schema.get("required", ())))
+        if optional > 1:
+            return "required", (
+                f"mark fewer properties optional ({optional} of {len(props)} are: each can follow any earlier one, "
+                "which the automaton pays for in states; list more of them in required), or split the tool "
+                "into several"
+            )
+        return "properties", f"split the tool into several or simplify its properties, {strings}"
+    return None, f"simplify this part, {strings}"
 
 
 def _escape_pointer(key: str) -> str:

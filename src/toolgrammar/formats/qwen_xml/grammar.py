@@ -46,6 +46,7 @@ from ...json_grammar import (
     MAX_FLOAT_INT_DIGITS,
     MAX_SHORT_INT_DIGITS,
     SchemaContext,
+    check_size,
     finite_number,
     json_integer,
     schema_node,
@@ -87,7 +88,7 @@ def block_grammar(tools: ToolSet, options: GrammarOptions, markers: Markers) -> 
             value = value_node(schema, ctx_tool, string_avoid, f"/properties/{key}")
             members.append((seq(lit(f"{PARAMETER_OPEN}{key}>"), value, lit(f"\n{PARAMETER_CLOSE}\n")), key in required))
         body = Members(tuple(members), lit("")) if members else lit("")
-        calls.append(seq(lit(f"{FUNCTION_OPEN}{tool.name}>\n"), body))
+        calls.append(check_size(seq(lit(f"{FUNCTION_OPEN}{tool.name}>\n"), body), tool.parameters, ctx_tool, ""))
     if not calls:
         raise GrammarError("the qwen-xml block grammar needs at least one tool")
     return seq(lit(markers.block_open + "\n"), alt(*calls), lit(f"{FUNCTION_CLOSE}\n{markers.block_close}"))
@@ -103,7 +104,6 @@ def text_value(avoid: tuple[str, ...]) -> Node:
     guard = "|".join(re.escape(w) for w in avoid)
     regex = rf"(?!{guard})\n(?:(?!{guard})[\s\S])*"
     return group(avoiding(seq(lit("\n"), star(utf8_char())), *avoid), regex=regex)
-
 
 
 def value_node(schema: dict[str, Any], ctx: SchemaContext, string_avoid: tuple[str, ...], pointer: str) -> Node:
