@@ -3,6 +3,7 @@
     .venv/bin/python bench/quality.py                         # greedy + sampled seeds 0 and 1, all 44 tasks
     .venv/bin/python bench/quality.py --settings greedy       # greedy only (about a fifth of the time)
     .venv/bin/python bench/quality.py --resume --out DIR      # continue an interrupted run
+    .venv/bin/python bench/quality.py --report-only --out DIR # judge and report what DIR holds
 
 Runs the bundled tasks (default: all 44) on the embedded model (Qwen2.5-Coder-0.5B-Instruct, CPU),
 one 256-token turn, under five generations per setting (greedy; sampled at temperature 0.7, top-p
@@ -38,8 +39,10 @@ from typing import Any
 from toolgrammar.compare import (
     CompareConfig,
     HFGenerator,
+    Task,
     _run_mode,
     prepare,
+    rejudge_run,
     summarize_side,
 )
 from toolgrammar.models import load_model
@@ -86,18 +89,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         limit=args.limit or None, max_new_tokens=args.max_new_tokens, progress=False, mode="strings", format="hermes"
     )
     tools, tasks = prepare(base)
-    loaded = load_model(base.model)
+    loaded = None if args.report_only else load_model(base.model)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     generations = out / "generations.jsonl"
+    args.resume = args.resume or args.report_only
     done = _done(generations) if args.resume else {}
+    settings = _settings(args.settings.split(","), [int(s) for s in args.seeds.split(",")])
     if not args.resume:
         generations.write_text("", encoding="utf-8")
-    settings = _settings(args.settings.split(","), [int(s) for s in args.seeds.split(",")])
     started = time.perf_counter()
     for setting, temperature, seed in settings:
         for policy, (overrides, side) in POLICIES.items():
-            if (policy, setting) in done:
+            if (policy, setting) in done or args.report_only:
                 continue
             config = replace(base, temperature=temperature, **overrides)
             generator = HFGenerator(loaded, tools, config)
@@ -119,17 +123,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             with open(generations, "a", encoding="utf-8") as handle:
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")
             done[(policy, setting)] = record
-    return report(done, tools.names, [s for s, _, _ in settings], out, base, loaded.source)
+    source = loaded.source if loaded is not None else f"{base.model} (report of earlier generations)"
+    return report(done, tools, [s for s, _, _ in settings], out, base, source)
 
 
 def report(
     done: dict[tuple[str, str], dict[str, Any]],
-    tool_names: tuple[str, ...],
+    tools: Any,
     settings: list[str],
     out: Path,
     base: CompareConfig,
     source: str,
 ) -> dict[str, Any]:
+    tool_names = tools.names
+    for record in done.values():  # every run judged by the current judge, whenever it was generated
+        record["runs"] = [
+            {"task": run["task"], **rejudge_run(run, Task(**run["task"]), tools, base)} for run in record["runs"]
+        ]
     summaries: dict[str, Any] = {}
     for policy in POLICIES:
         records = [r for s in settings if (policy, s) in done for r in done[(policy, s)]["runs"]]
@@ -189,20 +199,24 @@ def _markdown(result: dict[str, Any]) -> str:
         f"Model: {result['model_source']}.",
         "",
         "| policy | runs | intended call | valid calls | errors (calls that cannot run) | expected tool, valid call | "
-        "expected tool, any shape | expected tool + arguments | tokens | time (s) |",
-        "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|",
+        "expected tool, any shape | expected tool + arguments, valid call | ... any shape | tokens | time (s) |",
+        "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for policy, m in s.items():
         kinds = ", ".join(f"{k} {v}" for k, v in m["intended_error_kinds"].items()) or "0"
         inner = ", ".join(f"{k} {v}" for k, v in m["other_shape_inner_kinds"].items())
         if inner:
             kinds += f" (inside other shapes: {inner})"
+        unclosed = ", ".join(f"{k} {v}" for k, v in m["unclosed_inner_kinds"].items())
+        if unclosed:
+            kinds += f" (inside truncated blocks: {unclosed}; valid {m['unclosed_valid_inside']})"
         lines.append(
             f"| {policy} | {m['runs']} | {m['runs_with_intended_call']} | {m['valid_calls']} | "
             f"{m['intended_errors']}: {kinds} | "
             f"{_rate(m['expected_tool_hits'], m['expected_tool_tasks'])} | "
             f"{_rate(m['expected_tool_any_shape_hits'], m['expected_tool_tasks'])} | "
             f"{_rate(m['expected_arguments_hits'], m['expected_arguments_tasks'])} | "
+            f"{_rate(m['expected_arguments_any_shape_hits'], m['expected_arguments_tasks'])} | "
             f"{m['tokens']:,} | {m['generate_seconds']:.0f} |"
         )
     st = result["steering"]
@@ -228,6 +242,9 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=256)
     parser.add_argument("--out", default=f"bench/results/quality-{time.strftime('%Y-%m-%d')}")
     parser.add_argument("--resume", action="store_true", help="keep the generations already in OUT")
+    parser.add_argument(
+        "--report-only", action="store_true", help="generate nothing: judge and report what OUT holds"
+    )
     run(parser.parse_args())
 
 

@@ -19,6 +19,7 @@ from toolgrammar.compare import (
     bundled_tools_path,
     load_tasks,
     run_compare,
+    summary_rows,
 )
 from toolgrammar.other_shapes import find_other_shape_calls
 from toolgrammar.tools import load_tools
@@ -569,3 +570,26 @@ def test_without_matplotlib_the_report_is_written_without_a_chart(tmp_path, monk
     report = run_compare(_config(tmp_path, limit=2, seeds=(0,)), generator=Scripted(seed_like_script))
     assert (report.out / "report.json").is_file() and not (report.out / "chart.png").exists()
     assert "No chart: matplotlib is not installed" in (report.out / "report.md").read_text()
+
+
+def test_the_call_inside_a_truncated_block_is_judged_too(tmp_path):
+    """The model ends its turn before </tool_call>: the block is truncated, and its call is judged as well."""
+    inside = {
+        "read-stats": '{"name": "textkit", "arguments": {}}',  # an unknown tool
+        "read-readme": '{"name": "read_file", "arguments": {"path": "README.md"}}',  # would be valid
+    }
+
+    def script(prompt, mode, seed, turn, messages):
+        if mode == "constrained":
+            return _block("read_file", {"path": "README.md"})
+        task = "read-stats" if "stats" in prompt else "read-readme"
+        return '<tool_call>\n{"name": "' + inside[task][len('{"name": "') :]
+
+    report = run_compare(_config(tmp_path, limit=2, seeds=(0,), tool_choice="required"), generator=Scripted(script))
+    free = report.summary["modes"]["free"]
+    assert free["error_kinds"] == {"truncated": 2}
+    assert free["unclosed_inner_kinds"] == {"unknown-tool": 1} and free["unclosed_valid_inside"] == 1
+    # read-readme's truncated call named the expected tool with the expected arguments
+    assert free["expected_tool_any_shape_hits"] == 1 and free["expected_arguments_any_shape_hits"] == 1
+    rows = {metric.strip(): (a, b) for metric, a, b in summary_rows(report.summary)}
+    assert rows["truncated blocks, inside: unknown-tool"] == ("1", "0")

@@ -593,6 +593,29 @@ def _parse(text: str, tools: Any, config: CompareConfig) -> TurnParse:
     )
 
 
+def _inside_unclosed(text: str, parse: TurnParse, tools: Any, config: CompareConfig) -> dict[str, Any] | None:
+    """The verdict on the call inside a turn's last block when the turn ended before closing it.
+
+    Such a block is ``truncated``, and that is its error; what the model wrote inside it (an unknown
+    tool, an invented argument...) is judged too, by parsing the turn once more with the format's
+    closer appended. ``None`` when the turn has no unclosed block; else ``{"kind": KIND | None,
+    "call": {"name", "arguments"} | None}`` (``kind`` ``None``: the call inside would be valid).
+    """
+    if not parse.blocks or parse.blocks[-1].closed:
+        return None
+    from .formats import get_format
+
+    closer = get_format(config.format).markers.block_close
+    closed = _parse(text.rstrip("\n") + "\n" + closer, tools, config)
+    if len(closed.blocks) != len(parse.blocks) or not closed.blocks[-1].closed:
+        return {"kind": "truncated", "call": None}
+    block = closed.blocks[-1]
+    return {
+        "kind": block.error.kind if block.error else None,
+        "call": block.call.to_dict() if block.call else None,
+    }
+
+
 def _initial_messages(task: Task, config: CompareConfig) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     system = "\n\n".join(s for s in (config.system_prompt, task.system) if s)
@@ -654,6 +677,7 @@ def _run_mode(
             )
             for conversation, prompt, output in zip(active, prompts, outputs, strict=True):
                 text = opening + output.text  # the whole assistant turn, pre-filled opening included
+                judged = judge_turn(text, tools, config)
                 parse = _parse(text, tools, config)
                 record = {
                     "turn": turn,
@@ -663,10 +687,7 @@ def _run_mode(
                     "tokens": output.tokens,
                     "finish": output.finish,
                     "batch_seconds": seconds,
-                    "parse": parse.to_dict(),
-                    "error_kinds": [e.kind for e in parse.errors],
-                    "errors": [e.message for e in parse.errors],
-                    "other_shape_calls": [c.to_dict() for c in find_other_shape_calls(parse.content, tools)],
+                    **judged,
                     "processor_error": output.processor_error,
                 }
                 conversation.turns.append(record)
@@ -694,6 +715,24 @@ def _run_mode(
     return [_summarize_run(c) for c in conversations], timings
 
 
+def judge_turn(text: str, tools: Any, config: CompareConfig) -> dict[str, Any]:
+    """The verdicts on one assistant turn's text: its parse, its other-shape calls, its unclosed block."""
+    parse = _parse(text, tools, config)
+    return {
+        "parse": parse.to_dict(),
+        "error_kinds": [e.kind for e in parse.errors],
+        "errors": [e.message for e in parse.errors],
+        "other_shape_calls": [c.to_dict() for c in find_other_shape_calls(parse.content, tools)],
+        "inside_unclosed": _inside_unclosed(text, parse, tools, config),
+    }
+
+
+def rejudge_run(record: Mapping[str, Any], task: Task, tools: Any, config: CompareConfig) -> dict[str, Any]:
+    """A run record judged again from its turns' texts by the current judge (older reports, benches)."""
+    turns = [{**t, **judge_turn(t["text"], tools, config)} for t in record["turns"]]
+    return _summarize_run(_Conversation(task, [], turns, stop=record["stop"]))
+
+
 def _intended_calls(turn: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The calls one turn meant to make, in order: its blocks and its calls in other shapes.
 
@@ -703,10 +742,13 @@ def _intended_calls(turn: Mapping[str, Any]) -> list[dict[str, Any]]:
     the two.
     """
     calls = []
+    inside = turn.get("inside_unclosed") or {}
     for block in turn["parse"]["blocks"]:
         call = block["call"]
         name = call["name"] if call else _block_name(block["raw"])
         arguments = call["arguments"] if call else None
+        if not block["closed"] and inside.get("call"):
+            arguments = inside["call"]["arguments"]  # cut before its closer, but its arguments can be read
         calls.append(
             (block["start"], {"name": name, "arguments": arguments, "valid": call is not None, "shape": "block"})
         )
@@ -761,6 +803,13 @@ def _summarize_run(conversation: _Conversation) -> dict[str, Any]:
         "made_call": blocks > 0,
         "other_shape_calls": others,
         "other_shape_inner_kinds": dict(Counter(c["error"]["kind"] for c in others if c["error"])),
+        "unclosed_inner_kinds": dict(
+            Counter(
+                t["inside_unclosed"]["kind"] or "valid"
+                for t in turns
+                if t.get("inside_unclosed") and t["inside_unclosed"]["kind"] != "truncated"
+            )
+        ),
         "intended_calls": len(intended),
         "first_call": first,
         "first_intended_call": first_intended,
@@ -826,9 +875,11 @@ def summarize_side(
     known = set(tool_names)
     kinds: Counter[str] = Counter()
     inner: Counter[str] = Counter()
+    unclosed: Counter[str] = Counter()
     for r in records:
         kinds.update(r["error_kinds"])
         inner.update(r.get("other_shape_inner_kinds", {}))
+        unclosed.update(r.get("unclosed_inner_kinds", {}))
     others = [c for r in records for c in r["other_shape_calls"]]
     shapes = Counter(c["shape"] for c in others)
     intended_kinds = Counter(kinds)
@@ -866,6 +917,8 @@ def summarize_side(
         "other_shape_calls": {"fenced": shapes["fenced"], "bare": shapes["bare"]},
         "other_shape_inner_kinds": {k: inner[k] for k in ERROR_KINDS if inner[k]},
         "other_shape_valid_inside": sum(c["error"] is None for c in others),
+        "unclosed_inner_kinds": {k: unclosed[k] for k in ERROR_KINDS if unclosed[k]},
+        "unclosed_valid_inside": unclosed["valid"],
         "other_shape_calls_known_tool": sum(c["name"] in known for c in others),
         "runs_with_other_shape_call": sum(bool(r["other_shape_calls"]) for r in records),
         "expected_tool_tasks": tool_n,
@@ -975,6 +1028,17 @@ def summary_rows(summary: Mapping[str, Any]) -> list[tuple[str, str, str]]:
                 str(c["other_shape_inner_kinds"].get(k, 0)),
             )
             for k in inner
+        ]
+    unclosed = [k for k in ERROR_KINDS if f["unclosed_inner_kinds"].get(k) or c["unclosed_inner_kinds"].get(k)]
+    if unclosed or f["unclosed_valid_inside"] or c["unclosed_valid_inside"]:
+        rows.append(("  truncated blocks: the call inside would be valid", *both("unclosed_valid_inside")))
+        rows += [
+            (
+                f"  truncated blocks, inside: {k}",
+                str(f["unclosed_inner_kinds"].get(k, 0)),
+                str(c["unclosed_inner_kinds"].get(k, 0)),
+            )
+            for k in unclosed
         ]
     rows += [
         ("tool-call blocks", *both("blocks")),
