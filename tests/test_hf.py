@@ -209,7 +209,7 @@ def test_copies_start_fresh_and_share_the_grammar(tokenizer):
     import copy
     import pickle
 
-    proc = ToolCallLogitsProcessor(tokenizer, SEED_TOOLS, max_new_tokens=8, tool_choice="required")
+    proc = ToolCallLogitsProcessor(tokenizer, SEED_TOOLS, max_new_tokens=64, tool_choice="required")
     ids, scores = torch.tensor([[1, 2, 3]]), torch.randn(1, N_COLUMNS)
     first = proc(ids, scores.clone())
     for other in (copy.deepcopy(proc), pickle.loads(pickle.dumps(proc))):
@@ -220,11 +220,22 @@ def test_copies_start_fresh_and_share_the_grammar(tokenizer):
 def test_a_processor_shared_by_two_concurrent_generations_is_an_error(tokenizer):
     import threading
 
-    proc = ToolCallLogitsProcessor(tokenizer, SEED_TOOLS, max_new_tokens=8, tool_choice="required")
+    proc = ToolCallLogitsProcessor(tokenizer, SEED_TOOLS, max_new_tokens=64, tool_choice="required")
     worker = threading.Thread(target=lambda: proc(torch.tensor([[1, 2, 3]]), torch.randn(1, N_COLUMNS)))
     worker.start()
-    worker.join()  # that thread's generation is under way (1 of 8 tokens)
+    worker.join()  # that thread's generation is under way (1 of 64 tokens)
     with pytest.raises(ProcessorError, match="use one processor per concurrent generation"):
         proc(torch.tensor([[4, 5, 6]]), torch.randn(1, N_COLUMNS))
     proc.reset()  # its owner said it is over: now this thread may start one
     proc(torch.tensor([[4, 5, 6]]), torch.randn(1, N_COLUMNS))
+
+
+@pytest.mark.parametrize("choice", ["required", "run_tests"])
+def test_a_budget_too_small_for_the_forced_call_is_refused(tokenizer, choice):
+    proc = ToolCallLogitsProcessor(tokenizer, SEED_TOOLS, max_new_tokens=64, tool_choice=choice)
+    shortest = int(proc.grammar.dist[proc.grammar.start])
+    assert 5 < shortest < 64
+    with pytest.raises(ProcessorError, match=rf"max_new_tokens={shortest - 1} is too small .* takes {shortest} tokens"):
+        ToolCallLogitsProcessor(tokenizer, SEED_TOOLS, max_new_tokens=shortest - 1, tool_choice=choice)
+    ToolCallLogitsProcessor(tokenizer, SEED_TOOLS, max_new_tokens=shortest, tool_choice=choice)  # enough
+    ToolCallLogitsProcessor(tokenizer, SEED_TOOLS, max_new_tokens=1, tool_choice="auto")  # auto need not call

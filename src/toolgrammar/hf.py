@@ -133,6 +133,16 @@ class ToolCallLogitsProcessor(LogitsProcessor):
                 f"(format {self.turn_grammar.options.format!r}, tool_choice {self.turn_grammar.options.tool_choice!r}, "
                 f"reasoning {self.turn_grammar.options.reasoning!r})"
             )
+        options_ = self.turn_grammar.options
+        if max_new_tokens is not None and options_.tool_choice not in ("auto", "none"):
+            shortest = int(self.grammar.dist[self._start_state])
+            if max_new_tokens < shortest:
+                # The policy forces a call that cannot close in time: refuse now rather than cut it.
+                raise ProcessorError(
+                    f"max_new_tokens={max_new_tokens} is too small for tool_choice={options_.tool_choice!r}: the "
+                    f"shortest call this grammar allows takes {shortest} tokens; raise max_new_tokens to at least "
+                    f"{shortest}, or use tool_choice='auto'"
+                )
         self.steer_to_blocks = steer_to_blocks
         self._call_points: CallPoints | None = None
         if steer_to_blocks:
