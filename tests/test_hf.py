@@ -239,3 +239,27 @@ def test_a_budget_too_small_for_the_forced_call_is_refused(tokenizer, choice):
         ToolCallLogitsProcessor(tokenizer, SEED_TOOLS, max_new_tokens=shortest - 1, tool_choice=choice)
     ToolCallLogitsProcessor(tokenizer, SEED_TOOLS, max_new_tokens=shortest, tool_choice=choice)  # enough
     ToolCallLogitsProcessor(tokenizer, SEED_TOOLS, max_new_tokens=1, tool_choice="auto")  # auto need not call
+
+
+def test_control_tokens_cannot_spell_markup_when_decoded_as_the_recipe_says(tokenizer):
+    """`<tool` + a control token + `_call>` is free text; decoded without skipping specials (the README's recipe,
+    examples/hf_generate.py, compare) it stays free text. Skipping them would glue a block opener together."""
+    pieces = [tokenizer.convert_tokens_to_ids(t) for t in ("<", "tool", "<|vision_start|>", "_call", ">")]
+    assert all(isinstance(i, int) and i >= 0 for i in pieces)
+    proc = ToolCallLogitsProcessor(tokenizer, SEED_TOOLS, tool_choice="none", reasoning="disabled")
+    ids = torch.tensor([[1]])
+    for token in pieces:  # every piece is allowed: free text is free under tool_choice="none"
+        scores = proc(ids, torch.zeros(1, N_COLUMNS))
+        assert torch.isfinite(scores[0, token])
+        ids = torch.cat([ids, torch.tensor([[token]])], dim=1)
+    as_written = parse_turn(tokenizer.decode(pieces, skip_special_tokens=False), SEED_TOOLS)
+    assert not as_written.blocks and "<|vision_start|>" in as_written.content
+    glued = parse_turn(tokenizer.decode(pieces, skip_special_tokens=True), SEED_TOOLS)
+    assert glued.blocks  # what skipping would have shown: a block the grammar never opened
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    for path in (root / "examples" / "hf_generate.py", root / "src" / "toolgrammar" / "compare.py"):
+        text = path.read_text(encoding="utf-8")
+        assert "skip_special_tokens=False" in text and "skip_special_tokens=True" not in text, path
+    assert "turn = tokenizer.decode(new, skip_special_tokens=False)" in (root / "README.md").read_text(encoding="utf-8")
