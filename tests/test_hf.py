@@ -263,3 +263,27 @@ def test_control_tokens_cannot_spell_markup_when_decoded_as_the_recipe_says(toke
         text = path.read_text(encoding="utf-8")
         assert "skip_special_tokens=False" in text and "skip_special_tokens=True" not in text, path
     assert "turn = tokenizer.decode(new, skip_special_tokens=False)" in (root / "README.md").read_text(encoding="utf-8")
+
+
+def test_each_step_compares_a_bounded_window_not_the_whole_context(tokenizer, monkeypatch):
+    """Per step the processor checks windows of the input, so its cost does not grow with the context."""
+    proc = ToolCallLogitsProcessor(tokenizer, SEED_TOOLS, max_new_tokens=40)
+    compared: list[int] = []
+    real_equal = torch.equal
+
+    def counting_equal(a, b):
+        compared.append(a.numel())
+        return real_equal(a, b)
+
+    monkeypatch.setattr(torch, "equal", counting_equal)
+    ids = torch.randint(0, 1000, (2, 20_000))  # a 20k-token context, two rows (the batched path)
+    for step in range(5):
+        proc(ids, torch.randn(2, N_COLUMNS))
+        ids = torch.cat([ids, torch.full((2, 1), 100 + step)], dim=1)
+    assert compared and max(compared) <= 2 * 16
+    assert [c.n_tokens for c in proc.cursors] == [4, 4]  # every step was seen as the same generation
+    # a new call of the same length + 1 whose newest tokens differ is a new generation
+    other = ids.clone()
+    other[:, -3:] = 7
+    proc(other, torch.randn(2, N_COLUMNS))
+    assert [c.n_tokens for c in proc.cursors] == [0, 0]
