@@ -269,3 +269,21 @@ def test_budgets_beyond_255_tokens_are_exact(vocab):
         parsed = parse_turn(decode(vocab, walk.tokens), tools)
         assert [c.arguments for c in parsed.tool_calls] == [{"text": runes}], budget
         assert not walk.in_block_at_end
+
+
+def test_budget_bookkeeping_is_bounded(vocab, monkeypatch):
+    """The per-state budget needs are an LRU: never more than MAX_NEEDS_STATES states, whatever is visited."""
+    import toolgrammar.engine as engine
+
+    monkeypatch.setattr(engine, "MAX_NEEDS_STATES", 8)
+    tg = TokenGrammar(compile_turn(TOOLSETS["nested"], tool_choice="required"), vocab)
+    states = [s for s in range(tg.n_states) if not tg.safe[s]][:20]
+    assert len(states) == 20
+    for state in states:  # a budget of 2 is below every one of these states' max_need: each keeps its needs
+        tg.mask(state, 2)
+    assert len(tg._needs) == 8 and list(tg._needs) == states[-8:]  # the least recently used went first
+    rng = np.random.default_rng(5)
+    for _ in range(20):  # walks still work (evicted needs are recomputed)
+        walk = random_walk(tg, rng, max_tokens=int(tg.dist[tg.start]) + 2)
+        assert not walk.in_block_at_end
+    assert len(tg._needs) <= 8

@@ -52,6 +52,10 @@ TRIE_MIN_SYMBOLS = 32
 STEP_MEMO = 1 << 17
 """Most (state, token) pairs :meth:`TokenGrammar.step` remembers (about 13 MB)."""
 
+MAX_NEEDS_STATES = 128
+"""States whose per-token budget needs (one byte per token: 152 KB for Qwen3) are kept, least recently
+used first out: at most about 19 MB, where keeping every state's grew without bound (45 MB at 300)."""
+
 INF = np.iinfo(np.int32).max // 2
 """``dist`` of a state that cannot leave its block (never allowed to be entered under a budget)."""
 
@@ -440,7 +444,7 @@ class TokenGrammar:
             self.dist = self._distances()
             disk_cache.save("token-grammars", self.key, {"dist": self.dist})
         self._masks: dict[int, StateMask] = {}
-        self._needs: dict[int, np.ndarray] = {}
+        self._needs: OrderedDict[int, np.ndarray] = OrderedDict()  # LRU: one byte per token each
         self._budget_masks: OrderedDict[tuple[int, int], StateMask] = OrderedDict()
         self._lock = threading.Lock()
         self.n_walks = 0
@@ -567,6 +571,10 @@ class TokenGrammar:
                 exact = self._exact_needs(state)
                 need = np.minimum(exact, 255).astype(np.uint8)
                 self._needs[state] = need
+                if len(self._needs) > MAX_NEEDS_STATES:
+                    self._needs.popitem(last=False)
+            else:
+                self._needs.move_to_end(state)
             if budget < 255:
                 ok = need <= budget
             else:
