@@ -1208,14 +1208,16 @@ def write_chart(summary: Mapping[str, Any], path: Path) -> None:
         "runs with an intended call",
         "runs with a valid call",
         "runs with another-shape call",
+        "expected tool, any shape",
         "expected tool, valid call",
-        "expected tool + arguments",
+        "expected tool + args, valid",
     ]
     values = {
         name: [
             rate(m, "runs_with_intended_call"),
             rate(m, "runs_with_valid_call"),
             rate(m, "runs_with_other_shape_call"),
+            m["expected_tool_any_shape_rate"] or 0.0,
             m["expected_tool_rate"] or 0.0,
             m["expected_arguments_rate"] or 0.0,
         ]
