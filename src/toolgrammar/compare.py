@@ -281,18 +281,6 @@ class CompareConfig:
             "prose_first": self.prose_first,
         }
 
-    @property
-    def policy(self) -> str:
-        """A short name of the constrained side's policy, for reports."""
-        name = self.tool_choice
-        if self.tool_choice == "required":
-            name = "required, prose first" if self.prose_first else "required, call first"
-        elif self.tool_choice not in ("auto", "none"):
-            name = f"named tool {self.tool_choice}"
-        if self.steer_to_blocks and (self.tool_choice == "auto" or self.prose_first):
-            name += ", steered"  # elsewhere no free text comes before a call: steering has nothing to move
-        return name
-
     def check(self) -> None:
         """Raise :class:`CompareError` on options that make no sense (before anything is loaded)."""
         if not self.seeds:
@@ -677,8 +665,7 @@ def _run_mode(
             )
             for conversation, prompt, output in zip(active, prompts, outputs, strict=True):
                 text = opening + output.text  # the whole assistant turn, pre-filled opening included
-                judged = judge_turn(text, tools, config)
-                parse = _parse(text, tools, config)
+                parse, judged = _judged(text, tools, config)
                 record = {
                     "turn": turn,
                     "prompt_chars": len(prompt),
@@ -717,8 +704,12 @@ def _run_mode(
 
 def judge_turn(text: str, tools: Any, config: CompareConfig) -> dict[str, Any]:
     """The verdicts on one assistant turn's text: its parse, its other-shape calls, its unclosed block."""
+    return _judged(text, tools, config)[1]
+
+
+def _judged(text: str, tools: Any, config: CompareConfig) -> tuple[TurnParse, dict[str, Any]]:
     parse = _parse(text, tools, config)
-    return {
+    return parse, {
         "parse": parse.to_dict(),
         "error_kinds": [e.kind for e in parse.errors],
         "errors": [e.message for e in parse.errors],

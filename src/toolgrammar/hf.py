@@ -29,7 +29,7 @@ from .engine import Cursor, TokenGrammar, token_grammar
 from .errors import ProcessorError
 from .grammar import compile_turn
 from .masking import MaskApplier
-from .steering import CallOpeners, CallPoints, call_openers, steer_row
+from .steering import CallPoints, call_openers, steer_row
 from .vocab import Vocabulary
 
 try:  # transformers is the point of this module, but keep the class importable for type checks
@@ -38,7 +38,6 @@ except ImportError:  # pragma: no cover
     LogitsProcessor = object  # type: ignore[assignment,misc]
 
 _vocabularies: dict[int, tuple[weakref.ref, Vocabulary]] = {}
-_openers: dict[tuple[str, str], CallOpeners] = {}
 _PER_GENERATION = frozenset({"cursors", "_fresh", "_prev_ids", "_prev_host", "_owner", "_guard", "_applier"})
 _WINDOW = 16
 """Tokens compared at each end when checking that a step extends the previous one (see ``_extends``)."""
@@ -148,11 +147,7 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         self.steer_to_blocks = steer_to_blocks
         self._call_points: CallPoints | None = None
         if steer_to_blocks:
-            opener = self.turn_grammar.format.markers.block_open
-            key = (self.vocab.fingerprint, opener)
-            openers = _openers.get(key)
-            if openers is None:
-                openers = _openers[key] = call_openers(self.vocab, opener)
+            openers = call_openers(self.vocab, self.turn_grammar.format.markers.block_open)
             self._call_points = CallPoints(self.grammar, openers)
         self._applier = MaskApplier()
         self._guard = threading.Lock()
@@ -160,16 +155,12 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         """Rows x steps at which steering moved probability (for reports)."""
         self.reset()
 
-    # -- state -------------------------------------------------------------------------------
-
     # -- copies --------------------------------------------------------------------------------
 
     def __getstate__(self) -> dict[str, Any]:
         # A copy (deepcopy, pickle) starts with no generation under way: cursors, the previous input
         # and the device-side mask tensors belong to the original. The compiled grammar is shared.
-        state = {k: v for k, v in self.__dict__.items() if k not in _PER_GENERATION}
-        state["_applier"] = None
-        return state
+        return {k: v for k, v in self.__dict__.items() if k not in _PER_GENERATION}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)

@@ -63,11 +63,22 @@ class CallOpeners:
         return np.concatenate([np.array([self.block_opener], dtype=np.int64), self.other])
 
 
+_cache: dict[tuple[str, str], CallOpeners] = {}
+
+
 def call_openers(vocab: Vocabulary, block_open: str) -> CallOpeners:
-    """The block opener's token and the other-shape openers of ``vocab``.
+    """The block opener's token and the other-shape openers of ``vocab`` (built once per vocabulary).
 
     Raises :class:`~toolgrammar.errors.ProcessorError` when the opener is not one token.
     """
+    key = (vocab.fingerprint, block_open)
+    found = _cache.get(key)
+    if found is None:
+        found = _cache[key] = _call_openers(vocab, block_open)
+    return found
+
+
+def _call_openers(vocab: Vocabulary, block_open: str) -> CallOpeners:
     opener = vocab.token_id(block_open.encode("utf-8"))
     if opener is None:
         raise ProcessorError(
