@@ -8,7 +8,9 @@ Qwen2.5-Coder-0.5B-Instruct installed from PyPI (converted once, then cached), s
 
 Exit codes follow :mod:`toolgrammar.cli`: 0 the constrained run made no error; 1 it made some (a
 toolgrammar bug, printed in red and written into report.md); 2 bad input (missing or malformed files,
-unknown tools in tasks, a model without a chat template, bad options), reported before any generation.
+unknown tools in tasks, a model without a chat template, bad options) or a package the model needs that
+is not installed (the line names it and the ``pip install 'toolgrammar[...]'`` that brings it), reported
+before any generation.
 """
 
 from __future__ import annotations
@@ -81,7 +83,12 @@ def compare_command(
     ] = 1,
     format: Annotated[str, typer.Option(help="Tool-call format: 'hermes' or 'qwen-xml'.")] = "hermes",
     mode: Annotated[
-        str, typer.Option(help="Argument rule: 'strings' (the seed harness's) or 'schema' (each tool's JSON Schema).")
+        str,
+        typer.Option(
+            help="Argument rule: 'strings' (the seed harness's: every argument a string) or 'schema' (each tool's "
+            "JSON Schema). Default strings, unlike `grammar` and `parse` (schema), so that the default run "
+            "reproduces the seed harness's numbers."
+        ),
     ] = "strings",
     parse_mode: Annotated[str, typer.Option(help="Parser: 'strict' or 'seed' (the seed's exact regex).")] = "strict",
     tool_choice: Annotated[
@@ -113,7 +120,8 @@ def compare_command(
         str,
         typer.Option(
             help="'disabled' (no <think>; the chat template gets enable_thinking=False), 'enabled', or "
-            "'prefilled' (the generation prompt opens <think>)."
+            "'prefilled' (the generation prompt opens <think>). Default disabled, unlike `grammar` (enabled): here "
+            "the option also shapes the prompt, and the default model (Qwen2.5-Coder) has no reasoning part."
         ),
     ] = "disabled",
     whitespace: Annotated[
@@ -185,12 +193,17 @@ def compare_command(
         repo=str(repo) if repo is not None else None,
         prefix_cache=prefix_cache,
     )
-    from .compare import has_matplotlib
+    from .compare import missing_requirements
+    from .extras import install_command
 
-    if not has_matplotlib():  # said before the run, not after it
+    # Said before the run, not after it. Packages the run cannot start without are refused by
+    # run_compare once the tools and tasks have passed (bad input is reported first), still before loading;
+    # then "the run goes on" would be false, so the warnings wait for that to be fixed.
+    needed, nice = missing_requirements(config)
+    for requirement in [] if needed else nice:
         typer.echo(
-            "toolgrammar compare: matplotlib is not installed, so there will be no chart.png "
-            "(pip install 'toolgrammar[compare]'); the tables are written as usual",
+            f"toolgrammar compare: {requirement.package} is not installed, so there will be no {requirement.purpose} "
+            f"({install_command([requirement])}); the run goes on as usual",
             err=True,
         )
     try:

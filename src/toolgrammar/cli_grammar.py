@@ -21,10 +21,26 @@ def _fail(message: str) -> NoReturn:
 @app.command("grammar")
 def grammar_command(
     tools: Annotated[Path, typer.Option("--tools", help="JSON file with the tool list (OpenAI format).")],
-    mode: Annotated[str, typer.Option(help="Argument rule: 'schema' or 'strings'.")] = "schema",
+    mode: Annotated[
+        str,
+        typer.Option(
+            help="Argument rule: 'schema' (each tool's JSON Schema) or 'strings' (the seed harness's rule: every "
+            "argument a string). Default schema, as in `parse` and the library; `compare` defaults to strings "
+            "to reproduce the seed harness's numbers."
+        ),
+    ] = "schema",
     format: Annotated[str, typer.Option("--format", help="Tool-call format: 'hermes' or 'qwen-xml'.")] = "hermes",
     tool_choice: Annotated[str, typer.Option(help="'auto', 'required', 'none' or a tool name.")] = "auto",
-    reasoning: Annotated[str, typer.Option(help="'enabled', 'disabled' or 'prefilled'.")] = "enabled",
+    reasoning: Annotated[
+        str,
+        typer.Option(
+            help="'enabled' (the turn may open with <think>...</think> or not), 'disabled' (no reasoning part) or "
+            "'prefilled' (the generation prompt opened <think>). Default enabled, as in the library: it accepts "
+            "turns with and without reasoning, so it fits a prompt it cannot see; `compare` defaults to disabled "
+            "because there the option also sets the chat template's enable_thinking and its default model "
+            "(Qwen2.5-Coder) has no reasoning part."
+        ),
+    ] = "enabled",
     whitespace: Annotated[str, typer.Option(help="'canonical' or 'flexible'.")] = "canonical",
     parallel_tool_calls: Annotated[bool, typer.Option(help="Allow several blocks.")] = True,
     escape_markers: Annotated[bool, typer.Option(help="Forbid the raw closing marker in string values.")] = False,

@@ -75,6 +75,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from .errors import ToolgrammarError
+from .extras import MATPLOTLIB, TQDM, Requirement, missing, missing_message, model_requirements
 from .other_shapes import OTHER_SHAPE_KIND, find_other_shape_calls
 from .sandbox import Sandbox
 from .turn import ERROR_KINDS, TurnParse
@@ -91,6 +92,7 @@ __all__ = [
     "bundled_tasks_path",
     "bundled_tools_path",
     "load_tasks",
+    "missing_requirements",
     "run_compare",
 ]
 
@@ -1316,16 +1318,22 @@ def run_compare(
 ) -> Report:
     """Run the side-by-side comparison and write its report into ``config.out``.
 
-    Inputs are checked first (tools, tasks, options, the model's chat template); nothing is generated
-    before they pass. ``generator`` replaces the transformers backend (tests pass scripted ones);
-    ``on_run`` is called with each finished run record (tests use it to simulate an interruption).
+    Inputs are checked first (tools, tasks, options, the packages the model needs, the model's chat
+    template); nothing is generated before they pass. ``generator`` replaces the transformers backend
+    (tests pass scripted ones); ``on_run`` is called with each finished run record (tests use it to
+    simulate an interruption).
 
     Raises
     ------
     CompareError
-        Bad input, or ``--resume`` over an output directory written with another configuration.
+        Bad input, a package the model needs that is not installed (the message has the pip command),
+        or ``--resume`` over an output directory written with another configuration.
     """
     tools, tasks = prepare(config)
+    if generator is None:
+        needed, _ = missing_requirements(config)
+        if needed:  # said before anything is written, loaded or generated
+            raise CompareError(missing_message(needed, what=f"--model {config.model}"))
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     tasks_file = Path(config.tasks) if config.tasks else bundled_tasks_path()
@@ -1449,9 +1457,19 @@ def run_compare(
 
 def has_matplotlib() -> bool:
     """Whether the chart can be drawn (matplotlib comes with the ``compare`` extra)."""
-    import importlib.util
+    return MATPLOTLIB.installed()
 
-    return importlib.util.find_spec("matplotlib") is not None
+
+def missing_requirements(config: CompareConfig) -> tuple[list[Requirement], list[Requirement]]:
+    """The optional packages a run of ``config`` lacks, found without importing them: ``(needed, nice)``.
+
+    ``needed``: without them the run cannot start (torch and transformers; what ``--model`` loads, see
+    :func:`toolgrammar.extras.model_requirements`). ``nice``: the run goes on without them, but with
+    less (matplotlib: no chart.png; tqdm: no progress bar).
+    """
+    needed = missing(model_requirements(config.model))
+    nice = missing([MATPLOTLIB, *([TQDM] if config.progress else [])])
+    return needed, nice
 
 
 class _NoBar:

