@@ -1,0 +1,228 @@
+"""vLLM tool-call parsers that also constrain: plain OpenAI requests get valid, parsed calls.
+
+Start the server with the plugin and the logits processor, one per format::
+
+    python -m vllm.entrypoints.openai.api_server --model MODEL \\
+        --enable-auto-tool-choice --tool-parser-plugin toolgrammar.vllm_tool_parser \\
+        --tool-call-parser toolgrammar_hermes \\
+        --logits-processors toolgrammar.vllm:VllmToolCallLogitsProcessor
+
+(``toolgrammar_qwen_xml`` for Qwen3-Coder's XML calls). Then any OpenAI client, unmodified::
+
+    client.chat.completions.create(model=..., messages=..., tools=tools, tool_choice="required")
+
+For each chat request with ``tools``, :meth:`ToolgrammarToolParser.adjust_request` (which vLLM runs
+before the request is turned into sampling parameters) builds toolgrammar's constraint from the
+request's own ``tools``, ``tool_choice`` (``auto``, ``required``, a named function),
+``parallel_tool_calls`` and ``chat_template_kwargs.enable_thinking``
+(:func:`toolgrammar.serving.constraint_spec`), compiles it (a bad schema or an unknown named tool
+is an HTTP 400 naming the tool and the JSON pointer), and hands it to the logits processor through
+the request's ``extra_args``. The processor takes the request's ``max_tokens`` as the budget: a block
+that has started closes within it. The model's turn is parsed by toolgrammar's strict parser into
+``tool_calls`` (non-streaming and streaming; in a stream each call arrives whole, in one chunk, once
+its block has closed) and ``content`` (:mod:`toolgrammar.serving`).
+
+What vLLM decides, not this plugin:
+
+* ``tool_choice="none"``: vLLM calls no tool parser for such a request (unless a reasoning parser
+  is configured) and returns the turn as content; it is not constrained.
+  ``--exclude-tools-when-tool-choice-none`` keeps the tools out of the prompt.
+* The Responses API (``/v1/responses``) is passed through unconstrained (a warning is logged once):
+  only Chat Completions requests are constrained.
+
+Refused with HTTP 400: a request that also sets ``response_format``/``structured_outputs`` next to
+tools (two constraints would fight), and one whose ``vllm_xargs`` already holds a ``toolgrammar``
+spec (this server builds it from the request's tools).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from vllm.entrypoints.generate.base.protocol import (
+    DeltaFunctionCall,
+    DeltaMessage,
+    DeltaToolCall,
+    ExtractedToolCallInformation,
+    FunctionCall,
+    ToolCall,
+)
+from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+from vllm.renderers.chat_utils import make_tool_call_id
+from vllm.tool_parsers.abstract_tool_parser import ToolParser, ToolParserManager
+
+from .errors import ToolgrammarError
+from .serving import CallExtractor, StreamingCallExtractor, compiled_turn, constraint_spec
+from .turn import ToolCall as TurnCall
+from .vllm import EXTRA_ARGS_KEY
+
+logger = logging.getLogger("toolgrammar.vllm")
+
+PARSER_NAMES = {"toolgrammar_hermes": "hermes", "toolgrammar_qwen_xml": "qwen-xml"}
+"""``--tool-call-parser`` name -> toolgrammar format."""
+
+
+class ToolgrammarToolParser(ToolParser):
+    """Base of the per-format parsers: constrain in ``adjust_request``, parse with the strict parser."""
+
+    format_name: ClassVar[str] = "hermes"
+    # vLLM's own handling of required/named forces a JSON-array schema and parses that: ours is the
+    # model's own block format, constrained by the processor, so vLLM must route those to us as "auto".
+    supports_required_and_named = False
+    structural_tag_model = None
+    # Ask vLLM for the end-of-stream hook (finish_streaming): held text and a cut block come out there.
+    engine_based_streaming = True
+
+    _warned_responses: ClassVar[bool] = False
+
+    def __init__(self, tokenizer: Any, tools: list[Any] | None = None) -> None:
+        super().__init__(tokenizer, tools)
+        self._stream: StreamingCallExtractor | None = None
+        self._passthrough = False
+        self._n_streamed = 0
+
+    # -- request -----------------------------------------------------------------------------------
+
+    def adjust_request(self, request: Any) -> Any:
+        if not request.tools:
+            return request
+        if not isinstance(request, ChatCompletionRequest):
+            if not ToolgrammarToolParser._warned_responses:
+                ToolgrammarToolParser._warned_responses = True
+                logger.warning(
+                    "toolgrammar: %s requests are not constrained (only Chat Completions are); tool calls are parsed "
+                    "as the model writes them",
+                    type(request).__name__,
+                )
+            return request
+        if request.structured_outputs is not None or _constrains_format(request.response_format):
+            raise ValueError(
+                "toolgrammar: this server constrains tool calls; a request with tools cannot also set "
+                "response_format or structured_outputs (send tool_choice='none' or no tools for structured output)"
+            )
+        xargs = dict(request.vllm_xargs or {})
+        if EXTRA_ARGS_KEY in xargs:
+            raise ValueError(
+                f"toolgrammar: this server builds the constraint from the request's tools; remove "
+                f"vllm_xargs[{EXTRA_ARGS_KEY!r}]"
+            )
+        try:
+            spec = self._spec(request)
+        except ToolgrammarError as error:
+            raise ValueError(f"toolgrammar: {error}") from error
+        xargs[EXTRA_ARGS_KEY] = json.dumps(spec, ensure_ascii=False)
+        request.vllm_xargs = xargs
+        # The markers are special tokens in some vocabularies; skipping them would hide the calls.
+        request.skip_special_tokens = False
+        return request
+
+    def _spec(self, request: Any) -> dict[str, Any]:
+        tool_choice = request.tool_choice
+        if hasattr(tool_choice, "model_dump"):
+            tool_choice = tool_choice.model_dump()
+        return constraint_spec(
+            [tool.model_dump(exclude_none=True) for tool in request.tools],
+            format=self.format_name,
+            tool_choice=tool_choice,
+            parallel_tool_calls=request.parallel_tool_calls,
+            chat_template_kwargs=request.chat_template_kwargs,
+        )
+
+    def _extractor(self, request: Any, streaming: bool) -> CallExtractor | StreamingCallExtractor | None:
+        if not request.tools or request.tool_choice == "none":
+            return None
+        try:
+            tools = compiled_turn(self._spec(request)).tools
+        except ToolgrammarError as error:  # adjust_request refused it already; this is a request it never saw
+            logger.error("toolgrammar: cannot parse this request's tool calls: %s", error)
+            return None
+        cls = StreamingCallExtractor if streaming else CallExtractor
+        return cls(tools, format=self.format_name)
+
+    # -- whole turn ----------------------------------------------------------------------------------
+
+    def extract_tool_calls(self, model_output: str, request: Any) -> ExtractedToolCallInformation:
+        extractor = self._extractor(request, streaming=False)
+        if extractor is None:
+            return ExtractedToolCallInformation(tools_called=False, tool_calls=[], content=model_output)
+        assert isinstance(extractor, CallExtractor)
+        content, calls = extractor.extract(model_output)
+        return ExtractedToolCallInformation(
+            tools_called=bool(calls),
+            tool_calls=[ToolCall(function=FunctionCall(name=c.name, arguments=c.arguments_json())) for c in calls],
+            content=content,
+        )
+
+    # -- streaming -----------------------------------------------------------------------------------
+
+    def extract_tool_calls_streaming(
+        self,
+        previous_text: str,
+        current_text: str,
+        delta_text: str,
+        previous_token_ids: Sequence[int],
+        current_token_ids: Sequence[int],
+        delta_token_ids: Sequence[int],
+        request: Any,
+    ) -> DeltaMessage | None:
+        if self._stream is None and not self._passthrough:
+            stream = self._extractor(request, streaming=True)
+            if stream is None:
+                self._passthrough = True
+            else:
+                assert isinstance(stream, StreamingCallExtractor)
+                self._stream = stream
+        if self._stream is None:
+            return DeltaMessage(content=delta_text) if delta_text else None
+        return self._delta(*self._stream.feed(delta_text))
+
+    def finish_streaming(self) -> DeltaMessage | None:
+        if self._stream is None:
+            return None
+        return self._delta(*self._stream.finish())
+
+    def _delta(self, content: str, calls: list[TurnCall]) -> DeltaMessage | None:
+        if not content and not calls:
+            return None
+        deltas = []
+        for call in calls:
+            arguments = call.arguments_json()
+            # vLLM's end-of-stream bookkeeping compares these to find arguments not yet sent: all were.
+            self.prev_tool_call_arr.append({"name": call.name, "arguments": arguments})
+            self.streamed_args_for_tool.append(arguments)
+            deltas.append(
+                DeltaToolCall(
+                    index=self._n_streamed,
+                    id=make_tool_call_id(),
+                    type="function",
+                    function=DeltaFunctionCall(name=call.name, arguments=arguments),
+                )
+            )
+            self._n_streamed += 1
+        self.current_tool_id = self._n_streamed - 1
+        return DeltaMessage(content=content or None, tool_calls=deltas)
+
+
+def _constrains_format(response_format: Any) -> bool:
+    kind = getattr(response_format, "type", None)
+    return response_format is not None and kind not in (None, "text")
+
+
+@ToolParserManager.register_module("toolgrammar_hermes")
+class ToolgrammarHermesToolParser(ToolgrammarToolParser):
+    """``--tool-call-parser toolgrammar_hermes``: ``<tool_call>`` JSON blocks (Qwen2.5, Qwen3, Hermes)."""
+
+    format_name = "hermes"
+
+
+@ToolParserManager.register_module("toolgrammar_qwen_xml")
+class ToolgrammarQwenXmlToolParser(ToolgrammarToolParser):
+    """``--tool-call-parser toolgrammar_qwen_xml``: Qwen3-Coder's ``<function=...><parameter=...>`` blocks."""
+
+    format_name = "qwen-xml"
+
+
+__all__ = ["PARSER_NAMES", "ToolgrammarHermesToolParser", "ToolgrammarQwenXmlToolParser", "ToolgrammarToolParser"]

@@ -1,0 +1,282 @@
+"""A real vLLM OpenAI server with the toolgrammar tool-parser plugin, driven by the ``openai`` client.
+
+Runs in the vLLM environment only (``scripts/test-vllm.sh``). One server start for the module (the
+tiny random Qwen3 on the CPU, about 40 s): the exact command the README gives, with no
+``vllm_xargs`` in any request. Every returned call is checked twice: rendered as the format's
+block and parsed by the strict parser, and its arguments validated with ``jsonschema`` against the
+tool's schema. Hostile requests get HTTP 400 and the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+vllm = pytest.importorskip("vllm", reason="needs the vLLM environment (scripts/test-vllm.sh)")
+openai = pytest.importorskip("openai")
+jsonschema = pytest.importorskip("jsonschema")
+
+TOOLS_FILE = Path(__file__).resolve().parents[1] / "examples" / "tools" / "seed_tools.json"
+MESSAGES = [{"role": "user", "content": "Read a.py, then run the tests."}]
+STARTUP_GRACE_S = 600
+"""How long the server may take to come up before the fixture gives up (a liveness guard, not a speed limit)."""
+
+
+def _tools() -> list[dict[str, Any]]:
+    data = json.loads(TOOLS_FILE.read_text())
+    return data["tools"] if isinstance(data, dict) else data
+
+
+def server_command(model: Path, port: int) -> list[str]:
+    """The README's server command (CPU build), on a given port, with the test model's context size."""
+    return [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+        "--model", str(model), "--port", str(port),
+        "--enable-auto-tool-choice",
+        "--tool-parser-plugin", "toolgrammar.vllm_tool_parser",
+        "--tool-call-parser", "toolgrammar_hermes",
+        "--logits-processors", "toolgrammar.vllm:VllmToolCallLogitsProcessor",
+        "--max-model-len", "8192", "--dtype", "bfloat16", "--enforce-eager", "--seed", "0",
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    from toolgrammar.vllm import write_tiny_random_qwen3
+
+    model = write_tiny_random_qwen3(tmp_path_factory.mktemp("model"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path_factory.mktemp("log") / "server.log"
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
+    with log.open("w") as out:
+        proc = subprocess.Popen(server_command(model, port), stdout=out, stderr=subprocess.STDOUT, env=env)
+    base = f"http://127.0.0.1:{port}"
+    import httpx
+
+    deadline = time.monotonic() + STARTUP_GRACE_S
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"the server exited ({proc.returncode}):\n{log.read_text()[-6000:]}")
+        try:
+            if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"the server did not come up:\n{log.read_text()[-6000:]}")
+        time.sleep(1)
+    client = openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0, timeout=300)
+    try:
+        yield {"client": client, "base": base, "model": str(model), "proc": proc, "log": log}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _alive(server: dict[str, Any]) -> None:
+    import httpx
+
+    assert server["proc"].poll() is None, server["log"].read_text()[-4000:]
+    assert httpx.get(f"{server['base']}/health", timeout=10).status_code == 200
+
+
+def check_calls(calls: list[tuple[str, str]], tools: list[dict[str, Any]]) -> None:
+    """Each (name, arguments JSON) is a valid call: the strict parser on its block, and jsonschema."""
+    from toolgrammar.formats import get_format
+    from toolgrammar.parser import parse_turn
+
+    schemas = {t["function"]["name"]: t["function"].get("parameters") or {"type": "object"} for t in tools}
+    hermes = get_format("hermes")
+    for name, arguments in calls:
+        args = json.loads(arguments)
+        turn = parse_turn(hermes.render_call(name, args), tools)
+        assert turn.ok and [c.name for c in turn.tool_calls] == [name], (name, arguments, turn.errors)
+        jsonschema.validate(args, schemas[name])
+
+
+def _create(server: dict[str, Any], **kwargs: Any) -> Any:
+    return server["client"].chat.completions.create(model=server["model"], messages=MESSAGES, tools=_tools(), **kwargs)
+
+
+def _stream(server: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """A streamed completion, accumulated as an OpenAI client would."""
+    content, calls, finish = "", {}, None
+    for chunk in _create(server, stream=True, **kwargs):
+        if not chunk.choices:
+            continue
+        choice = chunk.choices[0]
+        finish = choice.finish_reason or finish
+        content += choice.delta.content or ""
+        for tc in choice.delta.tool_calls or []:
+            entry = calls.setdefault(tc.index, {"name": "", "arguments": ""})
+            entry["name"] += (tc.function.name or "") if tc.function else ""
+            entry["arguments"] += (tc.function.arguments or "") if tc.function else ""
+    return {
+        "content": content or None,
+        "calls": [(c["name"], c["arguments"]) for _, c in sorted(calls.items())],
+        "finish": finish,
+    }
+
+
+CHOICES: list[Any] = ["required", {"type": "function", "function": {"name": "run_tests"}}, "auto", "none"]
+THINKING = (True, False)
+
+
+@pytest.mark.parametrize("thinking", THINKING, ids=["thinking", "no-thinking"])
+@pytest.mark.parametrize("choice", CHOICES, ids=["required", "named", "auto", "none"])
+def test_every_tool_choice_streamed_and_not(server: dict[str, Any], choice: Any, thinking: bool) -> None:
+    """Plain SDK requests: calls where the choice demands them, every call valid, the budget kept,
+    and the stream adds up to the non-streamed answer for the same seed."""
+    tools = _tools()
+    for seed, budget in ((1, 40), (2, 96)):
+        kwargs = {"tool_choice": choice, "max_tokens": budget, "seed": seed,
+                  "extra_body": {"chat_template_kwargs": {"enable_thinking": thinking}}}  # fmt: skip
+        reply = _create(server, **kwargs)
+        message = reply.choices[0].message
+        calls = [(tc.function.name, tc.function.arguments) for tc in message.tool_calls or []]
+        check_calls(calls, tools)
+        assert reply.usage.completion_tokens <= budget
+        if choice == "none":
+            assert not calls
+        elif choice != "auto":
+            assert calls, f"{choice!r} made no call: {message.content!r}"
+            if isinstance(choice, dict):
+                assert {name for name, _ in calls} == {"run_tests"}
+            # A cut-off block would be left in content, verbatim: the budget guarantee says there is none.
+            assert "<tool_call>" not in (message.content or "")
+        streamed = _stream(server, **kwargs)
+        assert streamed["calls"] == calls
+        assert streamed["content"] == (message.content or None)  # the server sends "" for no content
+    _alive(server)
+
+
+def test_parallel_tool_calls_false_allows_one_call(server: dict[str, Any]) -> None:
+    for seed in range(4):
+        reply = _create(server, tool_choice="required", parallel_tool_calls=False, max_tokens=96, seed=seed,
+                        extra_body={"chat_template_kwargs": {"enable_thinking": False}})  # fmt: skip
+        calls = reply.choices[0].message.tool_calls or []
+        assert len(calls) == 1
+        check_calls([(c.function.name, c.function.arguments) for c in calls], _tools())
+
+
+def _hostile_bodies(model: str) -> dict[str, tuple[dict[str, Any], str]]:
+    tools = _tools()
+    base = {"model": model, "messages": MESSAGES, "max_tokens": 16}
+    deep = functools.reduce(
+        lambda inner, _: {"type": "object", "properties": {"x": inner}, "required": ["x"]},
+        range(80),
+        {"type": "string"},
+    )
+    wide = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(300)}}
+    bounded = {
+        "type": "object",
+        "properties": {"rows": {"type": "array", "maxItems": 200, "items": {
+            "type": "object", "required": ["x", "y", "z"],
+            "properties": {"x": {"type": "string"}, "y": {"type": "integer"}, "z": {"type": "boolean"}}}}},
+    }  # fmt: skip
+
+    def one(name: str, parameters: Any) -> list[dict[str, Any]]:
+        return [{"type": "function", "function": {"name": name, "parameters": parameters}}]
+
+    return {
+        "module path as format": (
+            {**base, "vllm_xargs": {"toolgrammar": json.dumps({"tools": tools, "format": "os:abort"})}},
+            "registered format",
+        ),
+        "module path as format, exit": (
+            {**base, "vllm_xargs": {"toolgrammar": json.dumps({"tools": tools, "format": "sys:exit"})}},
+            "registered format",
+        ),
+        "spec beside tools": ({**base, "tools": tools, "vllm_xargs": {"toolgrammar": "{}"}}, "remove vllm_xargs"),
+        "unknown type": (
+            {**base, "tools": one("f", {"type": "object", "properties": {"a": {"type": "strin"}}})},
+            "strin",
+        ),
+        "schema not an object": (
+            {**base, "tools": one("f", {"type": "object", "properties": {"a": 7}})},
+            "/properties/a",
+        ),
+        "deep schema": ({**base, "tools": one("f", deep)}, "deeper than"),
+        "wide schema": ({**base, "tools": one("f", wide), "tool_choice": "required"}, "too large"),
+        "bounded array": ({**base, "tools": one("f", bounded)}, "too large"),
+        "response_format beside tools": (
+            {**base, "tools": tools, "response_format": {"type": "json_object"}},
+            "response_format",
+        ),
+        "tool_choice of a wrong type": ({**base, "tools": tools, "tool_choice": 123}, "tool_choice"),
+        "unknown named tool": (
+            {**base, "tools": tools, "tool_choice": {"type": "function", "function": {"name": "nope"}}},
+            "tool_choice",
+        ),
+        "tools of a wrong type": ({**base, "tools": "run_tests"}, "tools"),
+    }
+
+
+def test_hostile_requests_get_400_and_the_server_keeps_serving(server: dict[str, Any]) -> None:
+    import httpx
+
+    for name, (body, words) in _hostile_bodies(server["model"]).items():
+        response = httpx.post(f"{server['base']}/v1/chat/completions", json=body, timeout=300)
+        assert response.status_code == 400, (name, response.status_code, response.text[:500])
+        assert words in response.text, (name, response.text[:500])
+        _alive(server)
+    reply = _create(server, tool_choice="required", max_tokens=48, seed=3)
+    assert reply.choices[0].message.tool_calls
+
+
+def test_concurrent_requests_with_a_hostile_one_in_between(server: dict[str, Any]) -> None:
+    """Eight requests at once (mixed choices, streaming and not), one hostile request among them."""
+    import httpx
+
+    tools = _tools()
+    results: dict[int, Any] = {}
+    errors: list[BaseException] = []
+
+    def good(i: int) -> None:
+        try:
+            choice = ["required", {"type": "function", "function": {"name": "read_file"}}][i % 2]
+            kwargs = {"tool_choice": choice, "max_tokens": 64, "seed": 100 + i}
+            results[i] = _stream(server, **kwargs) if i % 4 < 2 else _create(server, **kwargs)
+        except BaseException as error:  # surfaced in the main thread
+            errors.append(error)
+
+    def hostile() -> None:
+        body, _ = _hostile_bodies(server["model"])["module path as format"]
+        results[-1] = httpx.post(f"{server['base']}/v1/chat/completions", json=body, timeout=300).status_code
+
+    threads = [threading.Thread(target=good, args=(i,)) for i in range(8)]
+    threads.insert(4, threading.Thread(target=hostile))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert results.pop(-1) == 400
+    for i, result in sorted(results.items()):
+        if isinstance(result, dict):
+            calls = result["calls"]
+        else:
+            calls = [(tc.function.name, tc.function.arguments) for tc in result.choices[0].message.tool_calls or []]
+        assert calls, (i, result)
+        check_calls(calls, tools)
+        if i % 2:
+            assert {name for name, _ in calls} == {"read_file"}
+    _alive(server)
