@@ -619,3 +619,21 @@ if __name__ == "__main__":
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")  # collective_rpc with a function
     _driver(args.driver, args.model_dir)
+
+
+def test_the_entry_point_registers_the_tool_parsers_lazily() -> None:
+    """``vllm.general_plugins`` -> ``register_tool_parsers``: the names resolve to toolgrammar's parsers."""
+    from importlib.metadata import entry_points
+
+    from vllm.tool_parsers import ToolParserManager
+
+    (plugin,) = [e for e in entry_points(group="vllm.general_plugins") if e.value.startswith("toolgrammar.")]
+    plugin.load()()
+    from toolgrammar.vllm_plugin import TOOL_PARSERS
+    from toolgrammar.vllm_tool_parser import ToolgrammarToolParser
+
+    for name in TOOL_PARSERS:
+        cls = ToolParserManager.get_tool_parser(name)
+        assert issubclass(cls, ToolgrammarToolParser)
+        assert cls.format_name == {"toolgrammar_hermes": "hermes", "toolgrammar_qwen_xml": "qwen-xml"}[name]
+        assert cls.supports_required_and_named is False  # vLLM must not force its JSON-array schema

@@ -39,23 +39,31 @@ def _tools() -> list[dict[str, Any]]:
     return data["tools"] if isinstance(data, dict) else data
 
 
-def server_command(model: Path, port: int) -> list[str]:
-    """The README's server command (CPU build), on a given port, with the test model's context size."""
+def server_command(model: Path, port: int, parser: str, *, plugin_flag: bool) -> list[str]:
+    """The README's server command (CPU build), on a given port, with the test model's context size.
+
+    The parsers are registered by toolgrammar's ``vllm.general_plugins`` entry point; ``plugin_flag``
+    adds the explicit ``--tool-parser-plugin`` (the README's fallback) instead of relying on it.
+    """
+    plugin = ["--tool-parser-plugin", "toolgrammar.vllm_tool_parser"] if plugin_flag else []
     return [
         sys.executable, "-m", "vllm.entrypoints.openai.api_server",
         "--model", str(model), "--port", str(port),
-        "--enable-auto-tool-choice",
-        "--tool-parser-plugin", "toolgrammar.vllm_tool_parser",
-        "--tool-call-parser", "toolgrammar_hermes",
+        "--enable-auto-tool-choice", *plugin, "--tool-call-parser", parser,
         "--logits-processors", "toolgrammar.vllm:VllmToolCallLogitsProcessor",
         "--max-model-len", "8192", "--dtype", "bfloat16", "--enforce-eager", "--seed", "0",
     ]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+# hermes through the entry point alone, qwen-xml through the explicit plugin flag.
+SERVERS = {"toolgrammar_hermes": False, "toolgrammar_qwen_xml": True}
+
+
+@pytest.fixture(scope="module", params=list(SERVERS))
+def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     from toolgrammar.vllm import write_tiny_random_qwen3
 
+    parser = request.param
     model = write_tiny_random_qwen3(tmp_path_factory.mktemp("model"))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -63,7 +71,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     log = tmp_path_factory.mktemp("log") / "server.log"
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
     with log.open("w") as out:
-        proc = subprocess.Popen(server_command(model, port), stdout=out, stderr=subprocess.STDOUT, env=env)
+        command = server_command(model, port, parser, plugin_flag=SERVERS[parser])
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{port}"
     import httpx
 

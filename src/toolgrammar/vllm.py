@@ -1,5 +1,10 @@
 """vLLM integration: the same tool-call grammar in a vLLM server, by two routes.
 
+On an OpenAI server, plain requests (``tools=...``, ``tool_choice=...``, nothing else) are constrained
+by the tool-call parser plugin, :mod:`toolgrammar.vllm_tool_parser` (``--tool-call-parser
+toolgrammar_hermes``), which builds route 2's spec from each request's own fields. The two routes
+below are the Python-level building blocks, usable offline and per request.
+
 Route 1, structured outputs (:func:`structured_outputs`)
     ``SamplingParams(structured_outputs=structured_outputs(tools, tool_choice="required"))``. The turn
     grammar is written as an xgrammar *structural tag*: free text until the block opener, then each
@@ -426,9 +431,10 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
     Not argmax-invariant (it changes greedy picks), so vLLM applies it before penalties and
     temperature. Penalties and ``logit_bias`` cannot undo a ``-inf``. ``min_tokens`` can conflict
     with a turn that the grammar says is finished (vLLM then bans the only allowed token); do not
-    combine them. The server's own ``tool_choice="required"``/named tool choice also constrains
-    (vLLM attaches a JSON-array schema): send ``tool_choice="auto"`` to vLLM and put the policy in
-    the toolgrammar spec instead.
+    combine them. Without the tool-parser plugin, the server's own ``tool_choice="required"``/named
+    tool choice also constrains (vLLM attaches a JSON-array schema): send ``tool_choice="auto"`` to
+    vLLM and put the policy in the toolgrammar spec instead; with the plugin
+    (:mod:`toolgrammar.vllm_tool_parser`) the request's own ``tool_choice`` is the policy.
     """
 
     def __init__(self, vllm_config: Any, device: Any, is_pin_memory: bool):

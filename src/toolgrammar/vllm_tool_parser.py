@@ -1,13 +1,15 @@
 """vLLM tool-call parsers that also constrain: plain OpenAI requests get valid, parsed calls.
 
-Start the server with the plugin and the logits processor, one per format::
+Start the server with a toolgrammar parser and the logits processor::
 
     python -m vllm.entrypoints.openai.api_server --model MODEL \\
-        --enable-auto-tool-choice --tool-parser-plugin toolgrammar.vllm_tool_parser \\
-        --tool-call-parser toolgrammar_hermes \\
+        --enable-auto-tool-choice --tool-call-parser toolgrammar_hermes \\
         --logits-processors toolgrammar.vllm:VllmToolCallLogitsProcessor
 
-(``toolgrammar_qwen_xml`` for Qwen3-Coder's XML calls). Then any OpenAI client, unmodified::
+(``toolgrammar_qwen_xml`` for Qwen3-Coder's XML calls). The parser names are registered by
+toolgrammar's ``vllm.general_plugins`` entry point (:mod:`toolgrammar.vllm_plugin`); where
+``VLLM_PLUGINS`` leaves it out, add ``--tool-parser-plugin toolgrammar.vllm_tool_parser``. Then any
+OpenAI client, unmodified::
 
     client.chat.completions.create(model=..., messages=..., tools=tools, tool_choice="required")
 
@@ -60,10 +62,6 @@ from .turn import ToolCall as TurnCall
 from .vllm import EXTRA_ARGS_KEY
 
 logger = logging.getLogger("toolgrammar.vllm")
-
-PARSER_NAMES = {"toolgrammar_hermes": "hermes", "toolgrammar_qwen_xml": "qwen-xml"}
-"""``--tool-call-parser`` name -> toolgrammar format."""
-
 
 class ToolgrammarToolParser(ToolParser):
     """Base of the per-format parsers: constrain in ``adjust_request``, parse with the strict parser."""
@@ -225,4 +223,4 @@ class ToolgrammarQwenXmlToolParser(ToolgrammarToolParser):
     format_name = "qwen-xml"
 
 
-__all__ = ["PARSER_NAMES", "ToolgrammarHermesToolParser", "ToolgrammarQwenXmlToolParser", "ToolgrammarToolParser"]
+__all__ = ["ToolgrammarHermesToolParser", "ToolgrammarQwenXmlToolParser", "ToolgrammarToolParser"]
