@@ -111,11 +111,11 @@ def test_valid_blocks_become_calls_and_everything_else_stays_in_content() -> Non
     hermes = get_format("hermes")
     good = hermes.render_call("get_weather", {"city": "Paris"})
     unknown = hermes.render_call("nope", {})
-    text = f"<think>\nplan\n</think>\n\nSure. {good}\n{unknown}\n<tool_call>\n{{\"name\": \"ping"
+    text = f'<think>\nplan\n</think>\n\nSure. {good}\n{unknown}\n<tool_call>\n{{"name": "ping'
     content, calls = CallExtractor(TOOLSET).extract(text)
     assert [c.to_dict() for c in calls] == [{"name": "get_weather", "arguments": {"city": "Paris"}}]
     # Reasoning, the invalid block and the cut one are kept verbatim: nothing the model wrote is lost.
-    assert content == f"<think>\nplan\n</think>\n\nSure. \n{unknown}\n<tool_call>\n{{\"name\": \"ping"
+    assert content == f'<think>\nplan\n</think>\n\nSure. \n{unknown}\n<tool_call>\n{{"name": "ping'
 
 
 def test_a_turn_of_calls_only_has_no_content() -> None:
