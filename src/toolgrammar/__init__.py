@@ -8,13 +8,15 @@ Public API (everything else is internal)::
 - :func:`compile_turn` compiles tools + format + policy into the grammar of a whole turn.
 - :func:`parse_turn` / :class:`TurnStreamParser` judge a turn strictly (reasoning, content, calls);
   :func:`find_other_shape_calls` judges the calls a turn wrote as fenced or bare JSON instead.
-- :class:`ToolCallLogitsProcessor` masks logits in ``model.generate`` (transformers).
+- :class:`ToolCallLogitsProcessor` masks logits in ``model.generate`` (transformers);
+  :func:`generate_turn` does a whole turn with it (chat template, generate, decode, parse), the
+  token budget given once.
 - :func:`run_compare` runs free and constrained sampling side by side (the ``compare`` command).
 - ``toolgrammar.vllm`` plugs the same grammar into vLLM.
 
 Import boundaries: ``tools``, ``turn``, ``formats``, ``automaton``, ``json_grammar``, ``grammar`` and
 ``parser`` import no torch, transformers or vLLM (a test enforces it); ``engine`` needs numpy only;
-``hf``, ``compare`` and ``vllm`` import their frameworks, lazily from here.
+``hf``, ``hf_generate``, ``compare`` and ``vllm`` import their frameworks, lazily from here.
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ _LAZY = {
     "CallError": "toolgrammar.turn",
     "ERROR_KINDS": "toolgrammar.turn",
     "ToolCallLogitsProcessor": "toolgrammar.hf",
+    "TokenBudgetWarning": "toolgrammar.hf",
+    "generate_turn": "toolgrammar.hf_generate",
+    "generate_turns": "toolgrammar.hf_generate",
+    "GeneratedTurn": "toolgrammar.hf_generate",
     "find_other_shape_calls": "toolgrammar.other_shapes",
     "OtherShapeCall": "toolgrammar.other_shapes",
     "run_compare": "toolgrammar.compare",
@@ -54,10 +60,12 @@ __all__ = [
     "ERROR_KINDS",
     "CallError",
     "CompareConfig",
+    "GeneratedTurn",
     "GrammarError",
     "GrammarOptions",
     "OtherShapeCall",
     "ProcessorError",
+    "TokenBudgetWarning",
     "TokenizerError",
     "Tool",
     "ToolCall",
@@ -72,6 +80,8 @@ __all__ = [
     "__version__",
     "compile_turn",
     "find_other_shape_calls",
+    "generate_turn",
+    "generate_turns",
     "load_tools",
     "parse_turn",
     "run_compare",
@@ -95,7 +105,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .compare import CompareConfig, run_compare
     from .errors import GrammarError, ProcessorError, TokenizerError, ToolgrammarError, ToolSchemaError
     from .grammar import GrammarOptions, TurnGrammar, compile_turn
-    from .hf import ToolCallLogitsProcessor
+    from .hf import TokenBudgetWarning, ToolCallLogitsProcessor
+    from .hf_generate import GeneratedTurn, generate_turn, generate_turns
     from .other_shapes import OtherShapeCall, find_other_shape_calls
     from .parser import TurnStreamParser, parse_turn
     from .tools import Tool, ToolSet, load_tools

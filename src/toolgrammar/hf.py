@@ -1,7 +1,9 @@
 """transformers integration: :class:`ToolCallLogitsProcessor` for ``model.generate``.
 
     proc = ToolCallLogitsProcessor(tokenizer, tools, max_new_tokens=256)
-    out = model.generate(**inputs, logits_processor=LogitsProcessorList([proc]), max_new_tokens=256)
+    out = model.generate(**inputs, **proc.generate_kwargs())   # logits_processor and max_new_tokens=256
+
+(:func:`toolgrammar.hf_generate.generate_turn` does the whole turn: template, generate, decode, parse.)
 
 The processor is thin: the grammar is compiled once (and shared by every processor built for the
 same tokenizer, tools and options), each row of the batch has its own cursor, and each step applies
@@ -13,12 +15,18 @@ The same processor object can serve several ``generate`` calls: a new call is re
 input no longer extends the previous step's input by exactly one token (``reset()`` forces it).
 Beam search works: when rows are reordered between steps, each row's cursor is taken from the row
 whose sequence it extends.
+
+The budget must be generate's own: a block that the processor plans to close by token 256 is cut if
+``generate`` stops at 128. The processor checks what it can at the start of each generation and
+warns with :class:`TokenBudgetWarning` (see :meth:`ToolCallLogitsProcessor.generate_kwargs`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import threading
+import warnings
 import weakref
 from typing import Any
 
@@ -33,12 +41,15 @@ from .steering import CallPoints, call_openers, steer_row
 from .vocab import Vocabulary
 
 try:  # transformers is the point of this module, but keep the class importable for type checks
-    from transformers import LogitsProcessor
+    from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
 except ImportError:  # pragma: no cover
     LogitsProcessor = object  # type: ignore[assignment,misc]
+    GenerationConfig = LogitsProcessorList = None  # type: ignore[assignment,misc]
 
 _vocabularies: dict[int, tuple[weakref.ref, Vocabulary]] = {}
-_PER_GENERATION = frozenset({"cursors", "_fresh", "_prev_ids", "_prev_host", "_owner", "_guard", "_applier"})
+_PER_GENERATION = frozenset(
+    {"cursors", "_fresh", "_prev_ids", "_prev_host", "_owner", "_guard", "_applier", "_watch_overrun"}
+)
 _WINDOW = 16
 """Tokens compared at each end when checking that a step extends the previous one (see ``_extends``)."""
 _SHARED_MESSAGE = (
@@ -46,6 +57,74 @@ _SHARED_MESSAGE = (
     "processor per concurrent generation; processors built for the same tokenizer, tools and options share one "
     "compiled grammar, so a second one costs nothing (or call reset() once the other generation is over)"
 )
+
+
+_FRAMEWORK_MODULES = ("toolgrammar.", "transformers.", "torch.")
+"""Modules whose frames are not the caller a budget warning should point at."""
+_MAX_FRAMES = 64
+"""How far up the stack :func:`_generate_budget` looks for ``generate``'s loop."""
+_STATE_IT_ONCE = (
+    "state the budget once: model.generate(**inputs, **processor.generate_kwargs()), or "
+    "toolgrammar.generate_turn(model, tokenizer, messages, tools, max_new_tokens=N)"
+)
+
+
+class TokenBudgetWarning(UserWarning):
+    """A :class:`ToolCallLogitsProcessor`'s ``max_new_tokens`` disagrees with the generation it serves.
+
+    The processor closes every block within its own budget; only generate's budget decides where
+    the turn is cut. The message names both numbers and the fix.
+
+    What is detected, once per generation: under transformers' ``generate``, whose budget is read
+    from its generation loop at the first step, any difference between that budget and
+    ``max_new_tokens``, and a processor built without one (unless ``tool_choice="none"``).
+    Elsewhere (a hand-written loop, or a transformers whose loop cannot be read): a processor
+    without a budget under a policy that forces a call, and a generation that asks for more tokens
+    than ``max_new_tokens`` while a row is still writing its turn (warned at that step).
+
+    What cannot be: a generation stopped early by anything but its length limit (``stop_strings``,
+    ``max_time``, a stopping criterion of your own) or by the shorter budget of a loop that cannot
+    be read. A logits processor is called with the input ids and the scores only; it never sees
+    the step that does not come.
+    """
+
+
+def _generate_budget(prompt_length: int) -> tuple[int | None, int]:
+    """``generate``'s budget of new tokens, if a transformers generation loop is calling, and where to warn.
+
+    A logits processor is called with ``(input_ids, scores)`` only: transformers (checked on 5.19's
+    ``_sample``, ``_beam_search`` and ``_assisted_decoding``) hands it neither the generation config
+    nor the stopping criteria. So the budget is read, best effort, from the ``generation_config``
+    local of the transformers frame that is running the loop (``max_length`` there is already
+    ``max_new_tokens`` plus the prompt length). ``None`` when no such frame is found (a hand-written
+    loop, another framework, a transformers that renamed it): the caller then falls back to what the
+    processor sees itself.
+
+    The second value is the ``stacklevel`` for a ``warnings.warn`` in the caller of this function:
+    the first frame outside toolgrammar, transformers and torch above the loop (the user's
+    ``generate`` call), or the caller itself when there is none.
+    """
+    budget: int | None = None
+    level = 0
+    frame = inspect.currentframe()
+    try:
+        depth = 0
+        while frame is not None and depth < _MAX_FRAMES:
+            module = frame.f_globals.get("__name__", "")
+            if module.startswith("transformers.") and budget is None and GenerationConfig is not None:
+                config = frame.f_locals.get("generation_config")
+                if isinstance(config, GenerationConfig) and isinstance(config.max_length, int):
+                    budget = config.max_length - prompt_length
+                    level = 0  # the caller to point at is above this loop, not below it
+            elif not module.startswith(_FRAMEWORK_MODULES) and not level:
+                level = depth
+                if budget is not None:
+                    break
+            frame = frame.f_back
+            depth += 1
+    finally:
+        del frame  # a frame reference kept in a local would keep the whole stack alive
+    return (budget if budget is not None and budget > 0 else None), max(level, 1)
 
 
 def vocabulary_of(tokenizer: Any) -> Vocabulary:
@@ -78,8 +157,10 @@ class ToolCallLogitsProcessor(LogitsProcessor):
     tools :
         Anything :func:`toolgrammar.tools.load_tools` takes (OpenAI tool list, JSON file path, ToolSet).
     max_new_tokens : int | None, default: None
-        The same number given to ``generate``. With it, a block that has started always closes
-        within the budget, and a block is never opened that could not close in time.
+        The same number given to ``generate`` (``model.generate(**inputs, **proc.generate_kwargs())``
+        gives it for you). With it, a block that has started always closes within the budget, and a
+        block is never opened that could not close in time. A generation whose budget differs gets
+        a :class:`TokenBudgetWarning` where that can be detected (its docstring says where).
     mode : {"schema", "strings"}, default: "schema"
         Argument rule: each tool's JSON Schema, or the seed harness's all-strings rule.
     steer_to_blocks : bool, default: False
@@ -177,7 +258,10 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         self._fresh: list[bool] = []  # per row: at a call point (steering only)
         self._prev_ids: torch.Tensor | None = None
         self._prev_host: Any = None  # the host path's numpy view of the last input (see _call_host_row)
+        self._watch_overrun = False  # see _check_overrun
         self.prompt_length = 0
+        self.generate_budget: int | None = None
+        """The current generation's budget of new tokens as read from ``generate`` (``None``: unknown)."""
 
     @property
     def errors(self) -> list[str | None]:
@@ -190,6 +274,86 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         points = self._call_points
         self._fresh = [points.initial(self._start_state) if points is not None else False] * rows
         self.prompt_length = input_ids.shape[1]
+        self._check_budget()
+
+    # -- the budget ----------------------------------------------------------------------------
+
+    def generate_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of ``model.generate`` that state the token budget once.
+
+        ``model.generate(**inputs, **processor.generate_kwargs())`` passes this processor as the
+        ``logits_processor`` and its ``max_new_tokens`` as generate's, so the two cannot disagree
+        (giving ``max_new_tokens`` again is a ``TypeError``). A processor built without a budget
+        returns the processor only. To run other logits processors too, pass
+        ``logits_processor=LogitsProcessorList([*others, processor])`` and
+        ``max_new_tokens=processor.max_new_tokens`` yourself; keep this processor last, so nothing
+        after it gives a masked token its probability back.
+        """
+        kwargs: dict[str, Any] = {"logits_processor": LogitsProcessorList([self])}
+        if self.max_new_tokens is not None:
+            kwargs["max_new_tokens"] = self.max_new_tokens
+        return kwargs
+
+    def _check_budget(self) -> None:
+        """Warn at the start of a generation when its budget and this processor's disagree.
+
+        :class:`TokenBudgetWarning` lists what is detected and what cannot be; a generation whose
+        budget cannot be read is watched step by step instead (:meth:`_check_overrun`).
+        """
+        budget, choice = self.max_new_tokens, self.turn_grammar.options.tool_choice
+        self._watch_overrun = False
+        self.generate_budget = None
+        if choice == "none":
+            return  # no block can open: no budget can cut one
+        generate, level = _generate_budget(self.prompt_length)
+        self.generate_budget = generate
+        message = None
+        if budget is None and generate is not None:
+            message = (
+                f"ToolCallLogitsProcessor was built without max_new_tokens, but generate() stops after {generate} "
+                f"new tokens: nothing makes a tool call close before then. Build it with max_new_tokens={generate}; "
+                f"better, {_STATE_IT_ONCE}"
+            )
+        elif budget is None and choice != "auto":
+            message = (
+                f"ToolCallLogitsProcessor was built without max_new_tokens under tool_choice={choice!r}: nothing "
+                f"makes the forced call close before the generation stops. Build it with the generation's "
+                f"max_new_tokens; better, {_STATE_IT_ONCE}"
+            )
+        elif budget is not None and generate is not None and generate < budget:
+            message = (
+                f"ToolCallLogitsProcessor was built with max_new_tokens={budget}, but generate() stops after "
+                f"{generate} new tokens: a tool call still open at token {generate} is cut off (the processor closes "
+                f"calls within its own budget, {budget}). Give both the same number; better, "
+                f"{_STATE_IT_ONCE}"
+            )
+        elif budget is not None and generate is not None and generate > budget:
+            message = (
+                f"ToolCallLogitsProcessor was built with max_new_tokens={budget}, but generate() allows {generate} "
+                f"new tokens: the processor ends every call by token {budget} and opens none after it. Give both "
+                f"the same number; better, {_STATE_IT_ONCE}"
+            )
+        elif budget is not None and generate is None:
+            self._watch_overrun = True
+        if message is not None:
+            warnings.warn(message, TokenBudgetWarning, stacklevel=level)
+
+    def _check_overrun(self) -> None:
+        """Warn (once per generation) when a generation this processor could not read goes past its budget."""
+        budget = self.max_new_tokens
+        if budget is None or not self.cursors or self.cursors[0].n_tokens < budget:
+            return
+        self._watch_overrun = False
+        if all(c.error is not None or c.finished for c in self.cursors):
+            return  # every turn has ended: past the end nothing is constrained, the budget is moot
+        _, level = _generate_budget(self.prompt_length)
+        warnings.warn(
+            f"the generation asks for new token {self.cursors[0].n_tokens + 1}, but this ToolCallLogitsProcessor was "
+            f"built with max_new_tokens={budget}: the generation's budget is larger, and past token {budget} "
+            f"no tool call can open. Give both the same number; better, {_STATE_IT_ONCE}",
+            TokenBudgetWarning,
+            stacklevel=level,
+        )
 
     def _advance(self, row: int, token: int) -> None:
         cursor = self.cursors[row]
@@ -284,6 +448,8 @@ class ToolCallLogitsProcessor(LogitsProcessor):
                 f"scores have {width} columns but the tokenizer has {n_tokens} ids; pass the tokenizer of this model"
             )
         self._sync(input_ids)
+        if self._watch_overrun:
+            self._check_overrun()
         masks = [c.mask() for c in self.cursors]
         rows = [r for r, m in enumerate(masks) if m is not None]
         if len(rows) < len(masks) and width > n_tokens:
@@ -314,6 +480,8 @@ class ToolCallLogitsProcessor(LogitsProcessor):
             self._start(input_ids)
         self._prev_ids = input_ids
         self._prev_host = ids
+        if self._watch_overrun:
+            self._check_overrun()
         mask = self.cursors[0].mask()
         self._applier.apply_host_row(sc[0], mask, n_tokens)
         if mask is not None and self._call_points is not None and self._fresh[0]:
@@ -330,4 +498,4 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         return {**self.grammar.stats(), "rows": len(self.cursors), "errors": sum(e is not None for e in self.errors)}
 
 
-__all__ = ["ToolCallLogitsProcessor", "vocabulary_of"]
+__all__ = ["TokenBudgetWarning", "ToolCallLogitsProcessor", "vocabulary_of"]
