@@ -243,6 +243,7 @@ def test_malformed_and_truncated_fixtures_are_masked(hermes_fixtures, vocab):
 def test_vectorized_walk_equals_a_token_by_token_walk(vocab, toolset, options):
     """The walk's shortcuts (looping states, whole UTF-8 characters, first-character entry) change nothing."""
     tg = TokenGrammar(compile_turn(TOOLSETS[toolset], **options), vocab)
+    tg.build_all()  # every state a real one (a walk through a stub would build its tail mid-test)
     table = tg.table
     rng = np.random.default_rng(5)
     sample = rng.choice(table.n_tokens, size=2500, replace=False)

@@ -135,7 +135,41 @@ class Members(Node):
     sep: Node
 
 
+@dataclass(frozen=True, eq=False)
+class Dispatch(Alt):
+    """``alt(seq(lit(key), tail) ...)`` where the keys are prefix-free: the key says which tail follows.
+
+    The choice of a tool by its name. Everywhere it is simply an :class:`Alt` (``items`` holds the
+    branches), but :func:`compile_skeleton` leaves it out of the automaton it builds: the engine
+    spells the keys as a trie and compiles a tail (a tool's arguments) when a walk first reaches it
+    (:mod:`toolgrammar.lazy`). ``cache_keys`` name each tail's language (tool schema and options), so
+    a tail compiled for one tool list serves every list that holds the same tool.
+    """
+
+    keys: tuple[bytes, ...] = ()
+    tails: tuple[Node, ...] = ()
+    cache_keys: tuple[str, ...] = ()
+
+
 # Constructors ---------------------------------------------------------------------------------
+
+
+def dispatch(branches: Iterable[tuple[str | bytes, Node, str]]) -> Node:
+    """A :class:`Dispatch` over ``(key, tail, cache_key)`` branches."""
+    keys, tails, cache_keys = [], [], []
+    for key, tail, cache_key in branches:
+        keys.append(key.encode("utf-8") if isinstance(key, str) else bytes(key))
+        tails.append(tail)
+        cache_keys.append(cache_key)
+    if not keys:
+        raise GrammarError("dispatch() of nothing")
+    ordered = sorted(keys)
+    for a, b in itertools.pairwise(ordered):
+        if b.startswith(a):
+            raise GrammarError(f"dispatch keys must be prefix-free: {a!r} is a prefix of {b!r}")
+    items = tuple(seq(Lit(k), t) for k, t in zip(keys, tails, strict=True))
+    return Dispatch(items, tuple(keys), tuple(tails), tuple(cache_keys))
+
 
 
 def lit(text: str | bytes) -> Node:
@@ -591,6 +625,189 @@ class _Builder:
         return ids[dfa.start], end
 
 
+# ----------------------------------------------------------------------------------------------
+# Skeletons: the automaton without its dispatched tails (see Dispatch and toolgrammar.lazy)
+# ----------------------------------------------------------------------------------------------
+
+HOLE_BYTE = 0xFF
+"""First byte of a hole: never part of UTF-8, so never inside a block, where every byte is UTF-8 text."""
+MAX_DISPATCHES = 8
+"""Distinct :class:`Dispatch` nodes a skeleton can leave out (the hole's second byte is ``0xF8 + j``)."""
+
+
+@dataclass(frozen=True)
+class Skeleton:
+    """A DFA with each :class:`Dispatch` left out, and where the dispatches go.
+
+    ``points`` holds ``(p, e, j)``: from state ``p`` the keys of ``dispatches[j]`` start, and after a
+    key and its tail the automaton continues in state ``e``. ``p``'s transitions on :data:`HOLE_BYTE`
+    are the placeholder, to be replaced.
+    """
+
+    dfa: DFA
+    points: tuple[tuple[int, int, int], ...]
+    dispatches: tuple[Dispatch, ...]
+
+
+def compile_skeleton(node: Node) -> Skeleton:
+    """Compile ``node`` with every :class:`Dispatch` replaced by a hole (a two-byte placeholder)."""
+    found: dict[int, int] = {}
+    dispatches: list[Dispatch] = []
+    memo: dict[int, Node] = {}
+
+    def hole(d: Dispatch) -> Node:
+        j = found.get(id(d))
+        if j is None:
+            if len(dispatches) >= MAX_DISPATCHES:
+                raise GrammarError(f"more than {MAX_DISPATCHES} dispatches in one grammar")
+            j = found[id(d)] = len(dispatches)
+            dispatches.append(d)
+        return Lit(bytes([HOLE_BYTE, 0xF8 + j]))
+
+    def rewrite(n: Node) -> Node:
+        got = memo.get(id(n))
+        if got is not None:
+            return got
+        out: Node = n
+        if isinstance(n, Dispatch):
+            out = hole(n)
+        elif isinstance(n, Seq | Alt):
+            items = tuple(rewrite(i) for i in n.items)
+            if any(a is not b for a, b in zip(items, n.items, strict=True)):
+                out = type(n)(items)
+        elif isinstance(n, Repeat):
+            item = rewrite(n.item)
+            out = n if item is n.item else Repeat(item, n.lo, n.hi)
+        elif isinstance(n, Group):
+            item = rewrite(n.item)
+            out = n if item is n.item else Group(item, n.safe, n.regex)
+        elif isinstance(n, Avoid):
+            item = rewrite(n.item)
+            out = n if item is n.item else Avoid(item, n.words)
+        elif isinstance(n, NotPrefixed):
+            item = rewrite(n.item)
+            out = n if item is n.item else NotPrefixed(item, n.word)
+        elif isinstance(n, Shared):
+            item = rewrite(n.item)
+            out = n if item is n.item else Shared(item)
+        elif isinstance(n, Members):
+            items = tuple((rewrite(m), r) for m, r in n.items)
+            sep = rewrite(n.sep)
+            if sep is not n.sep or any(a is not b for (a, _), (b, _) in zip(items, n.items, strict=True)):
+                out = Members(items, sep)
+        memo[id(n)] = out
+        return out
+
+    dfa = compile_dfa(rewrite(node))
+    t = dfa.transitions
+    points = []
+    for p in np.flatnonzero(t[:, HOLE_BYTE] >= 0).tolist():
+        q = int(t[p, HOLE_BYTE])
+        allowed = np.flatnonzero(t[q] >= 0)
+        if len(allowed) == 1 and 0xF8 <= allowed[0] < 0xF8 + len(dispatches):
+            j = int(allowed[0]) - 0xF8
+            points.append((p, int(t[q, 0xF8 + j]), j))
+    return Skeleton(dfa=dfa, points=tuple(points), dispatches=tuple(dispatches))
+
+
+def find_dispatches(node: Node) -> tuple[Dispatch, ...]:
+    """The :class:`Dispatch` nodes of ``node`` in the order :func:`compile_skeleton` numbers them."""
+    out: list[Dispatch] = []
+    seen: set[int] = set()
+
+    def visit(n: Node) -> None:
+        if id(n) in seen:
+            return
+        seen.add(id(n))
+        if isinstance(n, Dispatch):
+            if all(d is not n for d in out):
+                out.append(n)
+        elif isinstance(n, Seq | Alt):
+            for i in n.items:
+                visit(i)
+        elif isinstance(n, Repeat | Group | Avoid | NotPrefixed | Shared):
+            visit(n.item)
+        elif isinstance(n, Members):
+            for m, _ in n.items:
+                visit(m)
+            visit(n.sep)
+
+    visit(node)
+    return tuple(out)
+
+
+def literal_bytes(node: Node, *, tails: bool = True) -> list[bytes]:
+    """Every literal of ``node`` (keys, punctuation), in tree order, each once.
+
+    ``tails=False``: of a :class:`Dispatch`, its keys only (what the skeleton and its tries spell)."""
+    out: dict[bytes, None] = {}
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, Lit):
+            if n.data:
+                out[n.data] = None
+        elif isinstance(n, Dispatch) and not tails:
+            out.update(dict.fromkeys(n.keys))
+        elif isinstance(n, Seq | Alt):
+            stack.extend(reversed(n.items))
+        elif isinstance(n, Repeat | Group | Avoid | NotPrefixed | Shared):
+            stack.append(n.item)
+        elif isinstance(n, Members):
+            stack.append(n.sep)
+            stack.extend(m for m, _ in reversed(n.items))
+    return list(out)
+
+
+_witnesses: weakref.WeakKeyDictionary[Node, bytes | None] = weakref.WeakKeyDictionary()
+
+
+def shortest_witness(node: Node) -> bytes | None:
+    """A shortest string of ``node``'s language, built from the tree (``None`` where that is not simple).
+
+    Exact for everything but :class:`Avoid` and :class:`NotPrefixed`, whose item's shortest string is
+    used when it passes their condition (``None`` otherwise). Its length bounds from above the tokens
+    a byte-level tokenizer needs to cross the language (every byte is a token).
+    """
+    if node in _witnesses:
+        return _witnesses[node]
+    out: bytes | None
+    if isinstance(node, Lit):
+        out = node.data
+    elif isinstance(node, Sym):
+        low = node.mask & ((1 << 256) - 1)
+        out = bytes([(low & -low).bit_length() - 1]) if low else None
+    elif isinstance(node, Seq):
+        parts = [shortest_witness(i) for i in node.items]
+        out = None if any(p is None for p in parts) else b"".join(parts)  # type: ignore[arg-type]
+    elif isinstance(node, Alt):
+        found = [w for w in (shortest_witness(i) for i in node.items) if w is not None]
+        out = min(found, key=len) if found else None
+    elif isinstance(node, Repeat):
+        w = shortest_witness(node.item) if node.lo else b""
+        out = None if w is None else w * node.lo
+    elif isinstance(node, Group | Shared):
+        out = shortest_witness(node.item)
+    elif isinstance(node, Avoid):
+        w = shortest_witness(node.item)
+        out = w if w is not None and not any(word in w for word in node.words) else None
+    elif isinstance(node, NotPrefixed):
+        w = shortest_witness(node.item)
+        out = w if w is not None and not w.startswith(node.word) else None
+    elif isinstance(node, Members):
+        sep = shortest_witness(node.sep)
+        required = [shortest_witness(m) for m, r in node.items if r]
+        out = None if sep is None or any(w is None for w in required) else sep.join(required)  # type: ignore[arg-type]
+    else:
+        raise GrammarError(f"unknown grammar node {type(node).__name__}")
+    _witnesses[node] = out
+    return out
+
+
 def _mask_from_indices(indices: np.ndarray) -> int:
     m = 0
     for i in indices.tolist():
@@ -879,6 +1096,8 @@ def to_regex(node: Node) -> str:
     if isinstance(node, Seq):
         return "".join(_wrap(to_regex(it), it, in_seq=True) for it in node.items)
     if isinstance(node, Alt):
+        if len(node.items) == 1:  # a Dispatch of one tool
+            return to_regex(node.items[0])
         return "(?:" + "|".join(to_regex(it) for it in node.items) + ")"
     if isinstance(node, Repeat):
         inner = _wrap(to_regex(node.item), node.item, in_seq=False)
@@ -946,7 +1165,7 @@ def _members_regex(node: Members) -> str:
 
 def _wrap(rx: str, node: Node, *, in_seq: bool) -> str:
     """Parenthesize ``rx`` where a quantifier or concatenation would otherwise bind wrongly."""
-    if in_seq or isinstance(node, (Alt, Avoid, Sym)):
+    if in_seq or isinstance(node, (Avoid, Sym)) or (isinstance(node, Alt) and len(node.items) > 1):
         return rx
     if isinstance(node, Lit) and len(node.data.decode("utf-8")) <= 1:
         return rx

@@ -40,8 +40,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import cache as disk_cache
-from .automaton import DEAD, EOS, N_SYMBOLS, SPECIAL
+from .automaton import DEAD, EOS, N_SYMBOLS, SPECIAL, literal_bytes
 from .errors import TokenizerError
+from .grammar import tool_literals
 
 if TYPE_CHECKING:
     from .grammar import TurnGrammar
@@ -421,21 +422,38 @@ class TokenGrammar:
     """A turn grammar over one vocabulary: per-state masks (cached), the budget bound, stepping."""
 
     def __init__(self, grammar: TurnGrammar, vocab: Vocabulary):
+        from .lazy import LazyAutomaton
+
         self.grammar = grammar
         self.vocab = vocab
         self.table = token_table(vocab)
-        dfa = grammar.dfa
-        self.dfa = dfa
-        # A dead row at the end: index -1 (DEAD) maps to it, so walks need no masking.
-        self.transitions = np.vstack([dfa.transitions, np.full((1, N_SYMBOLS), DEAD, dtype=np.int32)])
-        self.start = dfa.start
-        self.n_states = dfa.n_states
-        self.loops = Loops(self.transitions)
-        self.n_symbols = (dfa.transitions >= 0).sum(axis=1)
-        self._finished = (dfa.accepting & ~(dfa.transitions[:, :N_SYMBOLS] >= 0).any(axis=1)).tolist()
+        self.auto = LazyAutomaton(grammar.skeleton)
+        self.start = self.auto.start
+        self._lock = threading.RLock()
+        self._refresh()
         self._steps: dict[int, int] = {}
-        self.eos_allowed = dfa.transitions[:, EOS] >= 0
-        self.safe = dfa.safe | self.eos_allowed | dfa.accepting
+        # The tokens the budget bound walks: every single symbol, and every token spelling a piece of
+        # a literal (markers, names, JSON punctuation; a tool's keys once its tail is built), so the
+        # bound follows the paths a tokenizer really takes through literals.
+        self._dist_tokens: set[int] = set(self.table.single_symbol_tokens.values())
+        m = grammar.format.markers
+        self._add_literal_tokens(
+            [m.block_open, m.block_close, m.think_open, m.think_close, m.call_separator, *_JSON_PUNCTUATION]
+        )
+        self._add_literal_tokens(literal_bytes(grammar.node, tails=False))
+        # One tool's rendered call spells the joins every call shares (opener, name key, closer).
+        self._selected = grammar.options.selected_tools(grammar.tools) if grammar.options.tool_choice != "none" else []
+        if self._selected:
+            self._add_literal_tokens(list(tool_literals(self._selected[0], grammar.format)))
+        for stub in list(self.auto.expanded):
+            self._add_tail_tokens(stub)
+        # A stub not built yet costs the tokens of its tail's shortest string, tokenized greedily
+        # (a real path); those tokens join the bound's walk so the bound after building is no larger.
+        self._stub_weights: dict[int, int] = {}
+        for stub, witness in self.auto.witnesses.items():
+            tokens = self._greedy_tokens(witness)
+            self._dist_tokens.update(tokens)
+            self._stub_weights[stub] = len(tokens)
         self.key = hashlib.sha256((grammar.fingerprint + vocab.fingerprint).encode()).hexdigest()
         cached = disk_cache.load("token-grammars", self.key)
         if cached is not None and cached["dist"].shape == (self.n_states,):
@@ -446,8 +464,90 @@ class TokenGrammar:
         self._masks: dict[int, StateMask] = {}
         self._needs: OrderedDict[int, np.ndarray] = OrderedDict()  # LRU: one byte per token each
         self._budget_masks: OrderedDict[tuple[int, int], StateMask] = OrderedDict()
-        self._lock = threading.Lock()
         self.n_walks = 0
+        self.n_expansions = 0
+        self._all_ids = np.arange(self.table.n_tokens)
+
+    def _refresh(self) -> None:
+        """Derived arrays of the automaton as it stands (after it grew)."""
+        auto = self.auto
+        self.transitions = auto.transitions
+        self.n_states = auto.n_states
+        self.loops = Loops(self.transitions)
+        # The trap (and every stub's row, which leads there) stands for rows not built yet: no symbol,
+        # no end of turn, never safe.
+        real = self.transitions[:-1]
+        live = (real >= 0) & (real != auto.trap)
+        self.n_symbols = live.sum(axis=1)
+        self._finished = (auto.accepting & ~live[:, :N_SYMBOLS].any(axis=1)).tolist()
+        self.eos_allowed = live[:, EOS]
+        self.safe = (auto.safe | self.eos_allowed | auto.accepting) & (np.arange(self.n_states) != auto.trap)
+
+    def build_all(self) -> None:
+        """Build every tool's tail now (the engine otherwise builds a tail when a walk first reaches it)."""
+        self._expand(set(self.auto.stubs))
+
+    def _add_literal_tokens(self, texts: list[str | bytes]) -> None:
+        id_of = self.vocab._id_of_bytes
+        special = self.vocab.special_ids
+        for text in texts:
+            data = text.encode("utf-8") if isinstance(text, str) else text
+            for i in range(len(data)):
+                for j in range(i + 1, min(len(data), i + 32) + 1):
+                    tid = id_of.get(data[i:j])
+                    if tid is not None and tid not in special:
+                        self._dist_tokens.add(tid)
+
+    def _greedy_tokens(self, data: bytes) -> list[int]:
+        """``data`` cut into the longest tokens first (every byte is a token in byte-level vocabularies)."""
+        id_of = self.vocab._id_of_bytes
+        special = self.vocab.special_ids
+        out: list[int] = []
+        i = 0
+        while i < len(data):
+            for j in range(min(len(data), i + 32), i, -1):
+                tid = id_of.get(data[i:j])
+                if tid is not None and tid not in special:
+                    out.append(tid)
+                    i = j
+                    break
+            else:
+                raise TokenizerError(f"byte {data[i]:#x} is not a token of {self.vocab.name!r}")
+        return out
+
+    def _add_tail_tokens(self, stub: int) -> None:
+        _e, j, b = self.auto.expanded[stub]
+        d = self.grammar.skeleton.dispatches[j]
+        texts: list[str | bytes] = list(literal_bytes(d.tails[b]))
+        if len(self._selected) == len(d.keys):  # the format's dispatch is over the selected tools, in order
+            texts.extend(tool_literals(self._selected[b], self.grammar.format))
+        self._add_literal_tokens(texts)
+
+    def _expand(self, stubs: set[int]) -> None:
+        """Build the tails behind ``stubs``; every cache that read the old automaton is dropped."""
+        with self._lock:
+            grew = [self.auto.expand(stub) for stub in stubs]
+            if not any(grew):
+                return
+            for stub, done in zip(stubs, grew, strict=True):
+                if done:
+                    self._add_tail_tokens(stub)
+            self.n_expansions += sum(grew)
+            self._refresh()
+            self.dist = self._distances()
+            self._masks.clear()
+            self._needs.clear()
+            self._budget_masks.clear()
+            self._steps.clear()
+
+    def _stubs_hit(self, state: int, tokens: np.ndarray) -> set[int]:
+        """The stubs that ``tokens`` (walked from ``state`` into the trap) pass through."""
+        found: set[int] = set()
+        for tok in tokens.tolist():
+            stub = self.auto.stub_on_path(state, self.table.symbols(tok))
+            if stub is not None:
+                found.add(stub)
+        return found
 
     def __reduce__(self) -> tuple[object, tuple[object, ...]]:
         # Pickled as what it is built from: the unpickling process rebuilds (or finds) its own copy,
@@ -463,16 +563,7 @@ class TokenGrammar:
         """Upper bound on tokens needed from each state to reach a safe state (0 for safe states)."""
         table = self.table
         t = self.transitions
-        tokens: set[int] = set(table.single_symbol_tokens.values())
-        # Every token spelling a piece of a literal of the grammar (markers, names, keys, JSON
-        # punctuation): the bound then follows the paths a tokenizer really takes through literals.
-        for text in (*self.grammar.literals, *_JSON_PUNCTUATION):
-            data = text.encode("utf-8")
-            for i in range(len(data)):
-                for j in range(i + 1, min(len(data), i + 32) + 1):
-                    tid = self.vocab.token_id(data[i:j])
-                    if tid is not None and tid not in self.vocab.special_ids:
-                        tokens.add(tid)
+        tokens = self._dist_tokens
         states = np.arange(self.n_states, dtype=np.int32)
         src_list, dst_list = [], []
         for tok in sorted(tokens):
@@ -482,25 +573,46 @@ class TokenGrammar:
                     cur[:] = DEAD
                     break
                 cur = t[cur, x]
-            ok = cur >= 0
+            ok = (cur >= 0) & (cur != self.auto.trap)
             src_list.append(states[ok])
             dst_list.append(cur[ok])
         src = np.concatenate(src_list)
         dst = np.concatenate(dst_list)
         dist = np.full(self.n_states, INF, dtype=np.int64)
         dist[self.safe] = 0
-        # Backward BFS over the token edges (unit cost).
+        # A stub not built yet counts as its tail's shortest string, one token per byte, then the
+        # state after the dispatch: an upper bound, so the guarantee holds before the tail exists.
+        after: dict[int, list[tuple[int, int]]] = {}
+        for stub, (e, _j, _b) in self.auto.stubs.items():
+            after.setdefault(e, []).append((stub, self._stub_weights[stub]))
+        scheduled: dict[int, list[int]] = {}
+
+        def settle(states: np.ndarray, level: int) -> None:
+            for s in states.tolist():
+                for stub, weight in after.get(s, ()):
+                    scheduled.setdefault(level + weight, []).append(stub)
+
+        # Backward BFS over the token edges (unit cost), stubs joining at their level.
         order = np.argsort(dst, kind="stable")
         src_sorted, dst_sorted = src[order], dst[order]
         bounds = np.searchsorted(dst_sorted, np.arange(self.n_states + 1))
         frontier = np.flatnonzero(self.safe)
+        settle(frontier, 0)
         level = 0
-        while len(frontier):
+        while len(frontier) or scheduled:
             level += 1
-            preds = np.concatenate([src_sorted[bounds[s] : bounds[s + 1]] for s in frontier]) if len(frontier) else []
+            preds = (
+                np.concatenate([src_sorted[bounds[s] : bounds[s + 1]] for s in frontier])
+                if len(frontier)
+                else np.empty(0, dtype=np.int64)
+            )
+            joining = scheduled.pop(level, [])
+            if joining:
+                preds = np.concatenate([preds, np.array(joining, dtype=preds.dtype)])
             preds = np.unique(preds)
             new = preds[dist[preds] == INF]
             dist[new] = level
+            settle(new, level)
             frontier = new
         return dist.astype(np.int32)
 
@@ -524,11 +636,29 @@ class TokenGrammar:
         return self.table.walk(self.transitions, state, self.loops)
 
     def _compute(self, state: int) -> StateMask:
+        """The state's mask; the tails its tokens reach are built first (then its walk is redone)."""
+        while True:
+            if state in self.auto.stubs:
+                self._expand({state})
+            try:
+                return self._compute_built(state)
+            except _Unbuilt as unbuilt:
+                self._expand(unbuilt.stubs)
+
+    def _check_built(self, state: int, ids: np.ndarray, nxt: np.ndarray) -> None:
+        """Raise :class:`_Unbuilt` when some token (``ids[i]`` ended in ``nxt[i]``) went through a stub."""
+        if self.auto.stubs:
+            trapped = nxt == self.auto.trap
+            if trapped.any():
+                raise _Unbuilt(self._stubs_hit(state, ids[trapped]))
+
+    def _compute_built(self, state: int) -> StateMask:
         table = self.table
         if self.n_symbols[state] > TRIE_MIN_SYMBOLS:
             # A text state: walk the trie, then the budget bookkeeping on the allowed tokens only.
             self.n_walks += 1
             nxt = table.walk_trie(self.transitions, state)
+            self._check_built(state, self._all_ids, nxt)
             idx = np.flatnonzero(nxt >= 0)
             need = self.dist[nxt[idx]]
             fin = need < INF
@@ -542,12 +672,14 @@ class TokenGrammar:
             if len(candidates) * 4 <= table.n_tokens:
                 self.n_walks += 1
                 nxt = table.walk_ids(self.transitions, state, candidates, self.loops)
+                self._check_built(state, candidates, nxt)
                 need = np.where(nxt >= 0, self.dist[np.maximum(nxt, 0)], INF)
                 ok = need < INF
                 allowed = candidates[ok].astype(np.int64)
                 max_need = int(need[ok].max()) if ok.any() else 0
                 return StateMask(False, None, allowed, len(allowed), max_need)
         nxt = self._walk(state)
+        self._check_built(state, self._all_ids, nxt)
         ok = nxt >= 0
         need = np.where(ok, self.dist[np.maximum(nxt, 0)], INF)
         finite = need[ok & (need < INF)]
@@ -608,13 +740,17 @@ class TokenGrammar:
         got = self._steps.get(key)
         if got is not None:
             return got
-        t = self.transitions
-        got = state
-        for x in self.table.symbols(token).tolist():
-            got = int(t[got, x])
-            if got < 0:
-                got = DEAD
+        while True:
+            t = self.transitions
+            got = state
+            for x in self.table.symbols(token).tolist():
+                got = int(t[got, x])
+                if got < 0:
+                    got = DEAD
+                    break
+            if got != self.auto.trap or not self.auto.stubs:
                 break
+            self._expand(self._stubs_hit(state, np.array([token])))
         if len(self._steps) >= STEP_MEMO:
             self._steps.clear()
         self._steps[key] = got
@@ -626,13 +762,20 @@ class TokenGrammar:
         For text the prompt already put into the assistant turn (a harness that pre-fills the block
         opener): the grammar continues from there.
         """
-        got = self.start if state is None else state
-        t = self.transitions
-        for x in text.encode("utf-8"):
-            got = int(t[got, x])
-            if got < 0:
+        first = self.start if state is None else state
+        data = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+        while True:
+            got, t = first, self.transitions
+            for x in data.tolist():
+                got = int(t[got, x])
+                if got < 0:
+                    return DEAD
+            if got != self.auto.trap or not self.auto.stubs:
+                return got
+            stub = self.auto.stub_on_path(first, data)
+            if stub is None:  # pragma: no cover - only a stub leads into the trap
                 return DEAD
-        return got
+            self._expand({stub})
 
     def is_finished(self, state: int) -> bool:
         """True once the turn has ended (after an end-of-turn token)."""
@@ -661,6 +804,14 @@ class TokenGrammar:
             "walks": self.n_walks,
             "cache_bytes": self.cache_bytes,
         }
+
+
+class _Unbuilt(Exception):
+    """A walk went through stubs whose tails are not built yet (see :mod:`toolgrammar.lazy`)."""
+
+    def __init__(self, stubs: set[int]):
+        super().__init__(f"stubs {sorted(stubs)} not built")
+        self.stubs = stubs
 
 
 def _make_mask(ok: np.ndarray, max_need: int) -> StateMask:

@@ -43,9 +43,12 @@ from .automaton import (
     END,
     N_SYMBOLS,
     Node,
+    Skeleton,
     alt,
     avoiding,
     compile_dfa,
+    compile_skeleton,
+    find_dispatches,
     group,
     lit,
     not_prefixed,
@@ -57,7 +60,8 @@ from .automaton import (
 from .errors import GrammarError
 from .formats import get_format
 from .json_grammar import Whitespace
-from .tools import ToolSet, load_tools
+from .portable_regex import to_portable_regex
+from .tools import Tool, ToolSet, load_tools
 
 if TYPE_CHECKING:
     from .formats.base import ToolCallFormat
@@ -167,7 +171,8 @@ class TurnGrammar:
 
     tools: ToolSet
     options: GrammarOptions
-    dfa: DFA
+    skeleton: Skeleton
+    """The automaton without the tools' arguments: what the engine starts from (:mod:`toolgrammar.lazy`)."""
     literals: tuple[str, ...] = field(default=())
     """Literal strings of the grammar (markers, names, keys): the engine learns from the tokens that
     spell them how few tokens a path through the grammar really takes (its budget bound)."""
@@ -184,11 +189,24 @@ class TurnGrammar:
         return turn_node(self.tools, self.options, self.format)
 
     @cached_property
+    def dfa(self) -> DFA:
+        """The whole automaton, every tool's arguments compiled (the engine builds only what a turn visits)."""
+        return compile_dfa(self.node)
+
+    @cached_property
     def fingerprint(self) -> str:
         return grammar_key(self.tools, self.options)
 
-    def to_regex(self) -> str:
-        """The turn as a Python regular expression over its text (``$`` marks the end of the turn)."""
+    def to_regex(self, *, lookahead: bool = True) -> str:
+        """The turn as a Python regular expression over its text (``$`` marks the end of the turn).
+
+        Free text, reasoning and ``escape_markers`` strings are spelled with lookaheads, which
+        DFA-based engines (outlines-core, xgrammar) refuse; ``lookahead=False`` spells the same
+        language without any (longer; the end of the turn is the end of a full match), see
+        :mod:`toolgrammar.portable_regex`.
+        """
+        if not lookahead:
+            return to_portable_regex(self.node)
         return to_regex(self.node)
 
     def forced_text(self) -> str:
@@ -213,12 +231,18 @@ class TurnGrammar:
                 out.pop()
         return ""
 
-    def block_regex(self) -> str:
-        """One block as a regular expression (opener through closer), for engines that take a regex."""
-        return to_regex(self.format.block_grammar(self.tools, self.options))
+    def block_regex(self, *, lookahead: bool = True) -> str:
+        """One block as a regular expression (opener through closer), for engines that take a regex.
+
+        ``lookahead=False``: the same language with no lookahead (see :meth:`to_regex`).
+        """
+        block = self.format.block_grammar(self.tools, self.options)
+        if not lookahead:
+            return to_portable_regex(block)
+        return to_regex(block)
 
 
-GRAMMAR_VERSION = "4"
+GRAMMAR_VERSION = "6"
 """Bumped whenever a change to the compiler changes what a grammar accepts (it keys the disk cache)."""
 
 
@@ -243,6 +267,7 @@ def compile_turn(tools: object, *, mode: str = "schema", cache: bool = True, **o
     key = grammar_key(toolset, opts)
     literals = _literals(toolset, opts, fmt)
     entry = disk_cache.load("grammars", key, check=_check_cached_dfa) if cache else None
+    node = turn_node(toolset, opts, fmt)
     if entry is not None:
         dfa = DFA(
             transitions=entry["transitions"],
@@ -251,14 +276,18 @@ def compile_turn(tools: object, *, mode: str = "schema", cache: bool = True, **o
             safe=entry["safe"],
             stats={"dfa_states": int(entry["transitions"].shape[0])},
         )
-        return TurnGrammar(tools=toolset, options=opts, dfa=dfa, literals=literals, from_cache=True)
-    node = turn_node(toolset, opts, fmt)
-    dfa = compile_dfa(node)
-    grammar = TurnGrammar(tools=toolset, options=opts, dfa=dfa, literals=literals)
+        points = tuple((int(p), int(e), int(j)) for p, e, j in entry["points"].tolist())
+        skeleton = Skeleton(dfa=dfa, points=points, dispatches=find_dispatches(node))
+        grammar = TurnGrammar(tools=toolset, options=opts, skeleton=skeleton, literals=literals, from_cache=True)
+    else:
+        skeleton = compile_skeleton(node)
+        grammar = TurnGrammar(tools=toolset, options=opts, skeleton=skeleton, literals=literals)
+        if cache:
+            dfa = skeleton.dfa
+            arrays = {"transitions": dfa.transitions, "accepting": dfa.accepting, "safe": dfa.safe}
+            points = np.array(skeleton.points, dtype=np.int64).reshape(-1, 3)
+            disk_cache.save("grammars", key, {**arrays, "start": np.int64(dfa.start), "points": points})
     grammar.__dict__["node"] = node  # already built: keep it
-    if cache:
-        arrays = {"transitions": dfa.transitions, "accepting": dfa.accepting, "safe": dfa.safe}
-        disk_cache.save("grammars", key, {**arrays, "start": np.int64(dfa.start)})
     return grammar
 
 
@@ -268,7 +297,7 @@ def _check_cached_dfa(entry: dict[str, np.ndarray]) -> str | None:
     The entry's content hash already matched; this guards the arrays' layout so that an entry
     written by another version, or crafted, is rebuilt instead of indexing out of range.
     """
-    names = {"transitions", "accepting", "safe", "start"}
+    names = {"transitions", "accepting", "safe", "start", "points"}
     if set(entry) != names:
         return f"arrays {sorted(entry)}, expected {sorted(names)}"
     t, accepting, safe, start = entry["transitions"], entry["accepting"], entry["safe"], entry["start"]
@@ -282,6 +311,11 @@ def _check_cached_dfa(entry: dict[str, np.ndarray]) -> str | None:
         return f"start state {start!r} is not one of the {n} states"
     if int(t.min()) < DEAD or int(t.max()) >= n:
         return f"transitions lead outside the {n} states"
+    points = entry["points"]
+    if points.ndim != 2 or points.shape[1] != 3 or points.dtype.kind not in "iu":
+        return f"dispatch points of shape {points.shape}, expected (k, 3) integers"
+    if len(points) and (int(points[:, :2].min()) < 0 or int(points[:, :2].max()) >= n or int(points[:, 2].min()) < 0):
+        return f"dispatch points outside the {n} states"
     return None
 
 
@@ -345,12 +379,15 @@ def _literals(tools: ToolSet, options: GrammarOptions, fmt: ToolCallFormat) -> t
     m = fmt.markers
     out = {m.block_open, m.block_close, m.think_open, m.think_close, m.call_separator}
     for tool in options.selected_tools(tools) if options.tool_choice != "none" else []:
-        out.add(fmt.render_call(tool, {}))
-        keys = list(tool.parameters.get("properties", {}))
-        out.add(fmt.render_call(tool, dict.fromkeys(keys, "")))
-        out.add(tool.name)
-        out.update(keys)
+        out.update(tool_literals(tool, fmt))
     return tuple(sorted(out))
+
+
+def tool_literals(tool: Tool, fmt: ToolCallFormat) -> tuple[str, ...]:
+    """One tool's call rendered with no and with empty arguments, its name and its keys: the pieces
+    whose tokens the budget bound walks (a tokenizer spells them with tokens that cross their joins)."""
+    keys = list(tool.parameters.get("properties", {}))
+    return (fmt.render_call(tool, {}), fmt.render_call(tool, dict.fromkeys(keys, "")), tool.name, *keys)
 
 
 __all__ = [

@@ -72,6 +72,7 @@ class Whitespace:
 _STRING_CHAR_REGEX = r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
 
 
+@lru_cache(maxsize=1)
 def string_char() -> Node:
     """One JSON string character: any character but ``"``, ``\\`` and controls, or an escape."""
     hexd = chars("0123456789abcdefABCDEF", "[0-9a-fA-F]")
@@ -85,6 +86,7 @@ def string_char() -> Node:
     )
 
 
+@lru_cache(maxsize=64)
 def json_string(avoid: tuple[str, ...] = ()) -> Node:
     """A JSON string literal. ``avoid`` lists raw substrings the string text may not contain."""
     body = star(string_char())
@@ -97,6 +99,7 @@ _DIGIT = chars("0123456789", "[0-9]")
 _DIGIT19 = chars("123456789", "[1-9]")
 
 
+@lru_cache(maxsize=1)
 def json_integer() -> Node:
     return seq(opt(lit("-")), alt(lit("0"), seq(_DIGIT19, star(_DIGIT))))
 
@@ -113,6 +116,7 @@ MAX_SHORT_INT_DIGITS = 8
 """Most integer digits of a number with a positive three-digit exponent (100 to 299): below 1e308."""
 
 
+@lru_cache(maxsize=1)
 def finite_number() -> Node:
     """A JSON number that ``float()`` reads as a finite value.
 

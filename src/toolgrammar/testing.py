@@ -95,7 +95,7 @@ def random_walk(
     eos = set(grammar.table.eos_ids.tolist())
     out: list[int] = []
     ended = False
-    ids_cache: dict[int, np.ndarray] = {}
+    ids_cache: dict[int, tuple[StateMask | None, np.ndarray]] = {}
     for _ in range(max_tokens):
         mask = cursor.mask()
         choice = None
@@ -107,10 +107,12 @@ def random_walk(
             if eos_ok and rng.random() < eos_weight:
                 choice = eos_ok[0]
             else:
-                key = id(mask)
-                ids = ids_cache.get(key)
-                if ids is None:
-                    ids = ids_cache[key] = allowed_ids(mask, n)
+                # Keyed by identity, holding the mask: the grammar drops its cached masks when it
+                # builds a tool's tail, and a freed mask's id can be reused.
+                hit = ids_cache.get(id(mask))
+                if hit is None or hit[0] is not mask:
+                    hit = ids_cache[id(mask)] = (mask, allowed_ids(mask, n))
+                ids = hit[1]
                 if eos_ok and len(ids) > len(eos_ok):
                     ids = ids[~np.isin(ids, eos_ok)]
                 choice = int(ids[rng.integers(len(ids))])

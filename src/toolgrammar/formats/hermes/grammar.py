@@ -5,10 +5,11 @@ One block: ``<tool_call>\\n{"name": ..., "arguments": ...}\\n</tool_call>``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import TYPE_CHECKING
 
-from ...automaton import Node, alt, lit, seq
+from ...automaton import Node, dispatch, lit, seq
 from ...json_grammar import SchemaContext, object_node
 
 if TYPE_CHECKING:
@@ -30,24 +31,20 @@ def block_grammar(tools: ToolSet, options: GrammarOptions, block: dict[str, str]
     ws = options.json_whitespace()
     avoid = (markers.block_close,) if options.escape_markers else ()
     wrap_ws = ws.ws()
-    calls = []
+    branches = []
     for tool in options.selected_tools(tools):
         ctx = SchemaContext(ws=ws, string_avoid=avoid, tool=tool.name)
         args = object_node(tool.parameters, ctx)
-        name = json.dumps(tool.name, ensure_ascii=False)
-        calls.append(
-            seq(
-                lit("{"),
-                wrap_ws,
-                lit(json.dumps(block["name_key"])),
-                ws.key_sep(),
-                lit(name),
-                ws.item_sep(),
-                lit(json.dumps(block["arguments_key"])),
-                ws.key_sep(),
-                args,
-                wrap_ws,
-                lit("}"),
-            )
-        )
-    return seq(lit(block["open"]), alt(*calls), lit(block["close"]))
+        # The name decides the rest: the engine compiles a tool's arguments when a call reaches them,
+        # once per distinct schema and options (``tail_key``), whatever list the tool comes in.
+        tail = seq(ws.item_sep(), lit(json.dumps(block["arguments_key"])), ws.key_sep(), args, wrap_ws, lit("}"))
+        branches.append((json.dumps(tool.name, ensure_ascii=False), tail, tail_key("hermes", options, tool.parameters)))
+    call = seq(lit("{"), wrap_ws, lit(json.dumps(block["name_key"])), ws.key_sep(), dispatch(branches))
+    return seq(lit(block["open"]), call, lit(block["close"]))
+
+
+def tail_key(fmt: str, options: GrammarOptions, parameters: object) -> str:
+    """What a tool's tail depends on: the format, the options that shape JSON values, the arguments schema."""
+    shape = [options.whitespace, options.max_whitespace, options.escape_markers]
+    text = json.dumps([fmt, shape, parameters], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
