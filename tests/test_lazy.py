@@ -1,0 +1,110 @@
+"""The lazy automaton (toolgrammar.lazy): build only what a turn visits, and change nothing else.
+
+The language, the masks and the budget guarantee are those of the automaton built whole: checked
+here state by state against a grammar whose every tail was built up front (``build_all``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from toolgrammar import lazy
+from toolgrammar.engine import Cursor, TokenGrammar
+from toolgrammar.formats import get_format
+from toolgrammar.grammar import compile_turn
+from toolgrammar.testing import allowed_ids, random_walk
+
+from toolsets import TOOLSETS
+
+
+@pytest.fixture(scope="module")
+def vocab(qwen3_vocab):
+    return qwen3_vocab
+
+
+def many_tools(n: int, salt: str) -> list[dict]:
+    """``n`` tools with distinct names and three distinct schema shapes."""
+    shapes = [
+        {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+        {"type": "object", "properties": {"n": {"type": "integer"}, "ok": {"type": "boolean"}}, "required": ["n"]},
+        {"type": "object", "properties": {"tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 2}}},
+    ]
+    return [{"name": f"{salt}_tool_{i}", "parameters": shapes[i % 3]} for i in range(n)]
+
+
+def test_a_turn_builds_only_the_tool_it_calls(vocab, qwen3_tokenizer):
+    tools = many_tools(60, "only")
+    tg = TokenGrammar(compile_turn(tools, cache=False), vocab)
+    assert len(tg.auto.stubs) == 60 and not tg.auto.expanded
+    text = "Sure.\n" + get_format("hermes").render_call("only_tool_4", {"n": 7})
+    cursor = Cursor(tg, 200)
+    for token in qwen3_tokenizer.encode(text, add_special_tokens=False):
+        mask = cursor.mask()
+        assert token in set(allowed_ids(mask, vocab.n_tokens).tolist())
+        assert cursor.advance(token), cursor.error
+    assert [tg.auto.expanded[s][2] for s in tg.auto.expanded] == [4]
+    assert len(tg.auto.stubs) == 59
+
+
+def test_tails_are_shared_across_tool_lists(vocab, monkeypatch):
+    compiled = []
+    real = lazy.compile_dfa
+    monkeypatch.setattr(lazy, "compile_dfa", lambda node: compiled.append(node) or real(node))
+    lazy.clear_tail_cache()
+    first = TokenGrammar(compile_turn(many_tools(6, "first"), cache=False), vocab)
+    first.build_all()
+    assert len(compiled) == 3  # six tools, three distinct schemas
+    # Another list (other names, other order) holding the same schemas builds nothing new.
+    second = TokenGrammar(compile_turn(list(reversed(many_tools(9, "second"))), cache=False), vocab)
+    second.build_all()
+    assert len(compiled) == 3
+
+
+@pytest.mark.parametrize(
+    ("toolset", "options"),
+    [
+        ("seed-strings", {}),
+        ("typed", {"whitespace": "flexible", "reasoning": "prefilled"}),
+        ("nested", {"tool_choice": "required", "escape_markers": True}),
+        ("shared-prefixes", {"parallel_tool_calls": False, "reasoning": "disabled"}),
+    ],
+)
+def test_masks_equal_the_whole_automatons_along_random_walks(vocab, toolset, options):
+    """Same allowed tokens at every step of random walks, with the budget off and on."""
+    grammar = compile_turn(TOOLSETS[toolset], cache=False, **options)
+    whole = TokenGrammar(grammar, vocab)
+    whole.build_all()
+    opener = vocab.token_id("<tool_call>")
+    rng = np.random.default_rng(11)
+    for walk_no in range(6):
+        lazy_tg = TokenGrammar(grammar, vocab)  # a new one each walk: every walk starts unbuilt
+        budget = [None, 400, 60][walk_no % 3]
+        walk = random_walk(whole, rng, max_tokens=budget or 300, prefer=[opener], prefer_probability=0.3)
+        a, b = Cursor(lazy_tg, budget), Cursor(whole, budget)
+        for token in walk.tokens:
+            ma, mb = a.mask(), b.mask()
+            ids_a = allowed_ids(ma, vocab.n_tokens)
+            ids_b = allowed_ids(mb, vocab.n_tokens)
+            if budget is None:
+                assert np.array_equal(ids_a, ids_b)
+            else:
+                # Before a tail is built its cost is bounded from above: the lazy mask may close a
+                # little earlier under a tight budget, never allow what the whole one bans.
+                assert np.isin(ids_a, ids_b).all()
+            if token not in set(ids_a.tolist()):
+                break
+            assert a.advance(token) and b.advance(token)
+
+
+def test_the_budget_holds_while_tails_are_unbuilt(vocab):
+    """Random walks at tight budgets over 40 tools: every block closes in time, nothing is rejected."""
+    grammar = compile_turn(many_tools(40, "budget"), tool_choice="required", cache=False)
+    opener = vocab.token_id("<tool_call>")
+    rng = np.random.default_rng(3)
+    for budget in (30, 45, 80):
+        for _ in range(4):
+            tg = TokenGrammar(grammar, vocab)
+            walk = random_walk(tg, rng, max_tokens=budget, prefer=[opener])
+            assert len(walk.tokens) <= budget
+            assert not walk.in_block_at_end, f"budget {budget}: a block was left open"
