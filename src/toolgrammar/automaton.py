@@ -13,8 +13,11 @@ Everything here is pure Python + numpy, and imports no torch or transformers.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -698,7 +701,14 @@ def compile_skeleton(node: Node) -> Skeleton:
         memo[id(n)] = out
         return out
 
-    dfa = compile_dfa(rewrite(node))
+    skeleton_tree = rewrite(node)
+    key = structure_key(skeleton_tree)
+    with _skeletons_lock:
+        hit = _skeletons.get(key)
+        if hit is not None:
+            _skeletons.move_to_end(key)
+            return Skeleton(dfa=hit[0], points=hit[1], dispatches=tuple(dispatches))
+    dfa = compile_dfa(skeleton_tree)
     t = dfa.transitions
     points = []
     for p in np.flatnonzero(t[:, HOLE_BYTE] >= 0).tolist():
@@ -707,7 +717,51 @@ def compile_skeleton(node: Node) -> Skeleton:
         if len(allowed) == 1 and 0xF8 <= allowed[0] < 0xF8 + len(dispatches):
             j = int(allowed[0]) - 0xF8
             points.append((p, int(t[q, 0xF8 + j]), j))
+    with _skeletons_lock:
+        _skeletons[key] = (dfa, tuple(points))
+        while len(_skeletons) > 64:
+            _skeletons.popitem(last=False)
     return Skeleton(dfa=dfa, points=tuple(points), dispatches=tuple(dispatches))
+
+
+# A turn's skeleton depends on the format and the options, not on the tools (their names and schemas are
+# in the dispatches): tool lists of one kind share it. Keyed by the skeleton tree's structure.
+_skeletons: OrderedDict[str, tuple[DFA, tuple[tuple[int, int, int], ...]]] = OrderedDict()
+_skeletons_lock = threading.Lock()
+
+
+def structure_key(node: Node) -> str:
+    """A digest of ``node``'s structure: equal for trees that spell the same expression."""
+    memo: dict[int, bytes] = {}
+
+    def h(n: Node) -> bytes:
+        got = memo.get(id(n))
+        if got is not None:
+            return got
+        parts: list[bytes] = [type(n).__name__.encode()]
+        if isinstance(n, Lit):
+            parts.append(n.data)
+        elif isinstance(n, Sym):
+            parts.append(n.mask.to_bytes(33, "little"))
+        elif isinstance(n, Seq | Alt):
+            parts.extend(h(i) for i in n.items)
+        elif isinstance(n, Repeat):
+            parts += [h(n.item), str((n.lo, n.hi)).encode()]
+        elif isinstance(n, Group):
+            parts += [h(n.item), b"1" if n.safe else b"0"]
+        elif isinstance(n, Avoid):
+            parts += [h(n.item), *n.words]
+        elif isinstance(n, NotPrefixed):
+            parts += [h(n.item), n.word]
+        elif isinstance(n, Shared):
+            parts.append(h(n.item))
+        elif isinstance(n, Members):
+            parts += [h(n.sep), *(h(m) + (b"r" if r else b"o") for m, r in n.items)]
+        digest = hashlib.sha256(b"\0".join(len(p).to_bytes(4, "little") + p for p in parts)).digest()
+        memo[id(n)] = digest
+        return digest
+
+    return h(node).hex()
 
 
 def find_dispatches(node: Node) -> tuple[Dispatch, ...]:
