@@ -486,6 +486,7 @@ class DFA:
 _shared_dfas: weakref.WeakKeyDictionary[Node, DFA] = weakref.WeakKeyDictionary()
 
 
+
 class _NFA:
     __slots__ = ("edges", "eps", "safe")
 
@@ -618,14 +619,40 @@ class _Builder:
         nfa = self.nfa
         ids = [nfa.new(safe or bool(dfa.safe[s])) for s in range(dfa.n_states)]
         end = nfa.new(safe)
-        for s in range(dfa.n_states):
-            row = dfa.transitions[s]
-            targets = np.unique(row[row >= 0])
-            for t in targets:
-                nfa.edges[ids[s]].append((_mask_from_indices(np.flatnonzero(row == t)), ids[int(t)]))
+        for s, row_edges in enumerate(_dfa_edges(dfa)):
+            nfa.edges[ids[s]].extend((mask, ids[t]) for mask, t in row_edges)
             if dfa.accepting[s]:
                 nfa.eps[ids[s]].append(end)
         return ids[dfa.start], end
+
+
+_edges_cache: OrderedDict[int, tuple[DFA, list[list[tuple[int, int]]]]] = OrderedDict()
+
+
+def _dfa_edges(dfa: DFA) -> list[list[tuple[int, int]]]:
+    """Each state's transitions as (symbol mask, target) pairs; a shared DFA is embedded many times."""
+    hit = _edges_cache.get(id(dfa))
+    if hit is not None and hit[0] is dfa:
+        return hit[1]
+    t = dfa.transitions
+    n = dfa.n_states
+    src, sym = np.nonzero(t >= 0)
+    dst = t[src, sym]
+    pair = src.astype(np.int64) * n + dst
+    order = np.argsort(pair, kind="stable")
+    pair, sym = pair[order], sym[order]
+    uniq = np.unique(pair)
+    bits = np.zeros((len(uniq), 264), dtype=bool)  # 258 symbols, padded to whole bytes
+    group = np.searchsorted(uniq, pair)
+    bits[group, sym] = True
+    packed = np.packbits(bits, axis=1, bitorder="little")
+    edges: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    for k, p in enumerate(uniq.tolist()):
+        edges[p // n].append((int.from_bytes(packed[k].tobytes(), "little"), p % n))
+    _edges_cache[id(dfa)] = (dfa, edges)
+    while len(_edges_cache) > 256:
+        _edges_cache.popitem(last=False)
+    return edges
 
 
 # ----------------------------------------------------------------------------------------------
