@@ -77,9 +77,10 @@ class ToolgrammarRunner(EngineRunner):
         engine.token_table(self.vocab)
 
     def fresh(self) -> None:
-        """Forget every compiled tool set: in memory (grammars, validated tools, shared sub-automata)
-        and on disk (a new, empty ``TOOLGRAMMAR_CACHE`` folder)."""
-        from toolgrammar import automaton, engine, json_grammar, tools
+        """Forget every compiled tool set: in memory (grammars, validated tools, shared sub-automata,
+        tool tails, the turn skeletons, which do not depend on the tools) and on disk (a new, empty
+        ``TOOLGRAMMAR_CACHE`` folder)."""
+        from toolgrammar import automaton, engine, json_grammar, lazy, tools
 
         self._n += 1
         os.environ["TOOLGRAMMAR_CACHE"] = os.path.join(self._root, f"cache-{self._n}")
@@ -87,15 +88,21 @@ class ToolgrammarRunner(EngineRunner):
         tools._recent.clear()
         json_grammar.any_value.cache_clear()
         automaton._shared_dfas.clear()
+        automaton._skeletons.clear()
+        automaton._edges_cache.clear()
+        lazy.clear_tail_cache()
 
     def forget_memory(self) -> None:
         """Drop the in-memory caches only (the on-disk cache stays): a fresh process, tokenizer aside."""
-        from toolgrammar import automaton, engine, json_grammar, tools
+        from toolgrammar import automaton, engine, json_grammar, lazy, tools
 
         engine._grammars.clear()
         tools._recent.clear()
         json_grammar.any_value.cache_clear()
         automaton._shared_dfas.clear()
+        automaton._skeletons.clear()
+        automaton._edges_cache.clear()
+        lazy.clear_tail_cache()
 
     def compile(self, toolset: ToolSet) -> Any:
         return self.Processor(self.tokenizer, toolset.tools, max_new_tokens=MAX_NEW_TOKENS)
