@@ -108,3 +108,16 @@ def test_the_budget_holds_while_tails_are_unbuilt(vocab):
             walk = random_walk(tg, rng, max_tokens=budget, prefer=[opener])
             assert len(walk.tokens) <= budget
             assert not walk.in_block_at_end, f"budget {budget}: a block was left open"
+
+
+def test_the_trap_is_never_a_path(vocab):
+    """Masks and steps from the trap state (no cursor reaches it) reject everything, and terminate."""
+    tg = TokenGrammar(compile_turn(many_tools(3, "trap"), cache=False), vocab)
+    trap = tg.auto.trap
+    assert tg.mask(trap).n_allowed == 0
+    assert tg.step(trap, vocab.token_id("<tool_call>")) < 0
+    assert tg.walk_text("abc", trap) < 0
+    # Every state's mask, the trap and the stubs included (a stub builds its tail first).
+    for state in range(tg.n_states):
+        tg.mask(state)
+    assert not tg.auto.stubs

@@ -646,11 +646,16 @@ class TokenGrammar:
                 self._expand(unbuilt.stubs)
 
     def _check_built(self, state: int, ids: np.ndarray, nxt: np.ndarray) -> None:
-        """Raise :class:`_Unbuilt` when some token (``ids[i]`` ended in ``nxt[i]``) went through a stub."""
-        if self.auto.stubs:
-            trapped = nxt == self.auto.trap
-            if trapped.any():
-                raise _Unbuilt(self._stubs_hit(state, ids[trapped]))
+        """Raise :class:`_Unbuilt` when some token (``ids[i]`` ended in ``nxt[i]``) went through a stub.
+
+        A token that ends in the trap without a stub on its way (only from the trap itself, which no
+        cursor ever reaches) is rejected: ``nxt`` is changed in place to DEAD there."""
+        trapped = nxt == self.auto.trap
+        if trapped.any():
+            stubs = self._stubs_hit(state, ids[trapped]) if self.auto.stubs else set()
+            if stubs:
+                raise _Unbuilt(stubs)
+            nxt[trapped] = DEAD
 
     def _compute_built(self, state: int) -> StateMask:
         table = self.table
@@ -748,9 +753,13 @@ class TokenGrammar:
                 if got < 0:
                     got = DEAD
                     break
-            if got != self.auto.trap or not self.auto.stubs:
+            if got != self.auto.trap:
                 break
-            self._expand(self._stubs_hit(state, np.array([token])))
+            stubs = self._stubs_hit(state, np.array([token])) if self.auto.stubs else set()
+            if not stubs:  # the trap itself: never a real path
+                got = DEAD
+                break
+            self._expand(stubs)
         if len(self._steps) >= STEP_MEMO:
             self._steps.clear()
         self._steps[key] = got
@@ -770,10 +779,10 @@ class TokenGrammar:
                 got = int(t[got, x])
                 if got < 0:
                     return DEAD
-            if got != self.auto.trap or not self.auto.stubs:
+            if got != self.auto.trap:
                 return got
-            stub = self.auto.stub_on_path(first, data)
-            if stub is None:  # pragma: no cover - only a stub leads into the trap
+            stub = self.auto.stub_on_path(first, data) if self.auto.stubs else None
+            if stub is None:  # the trap itself: never a real path
                 return DEAD
             self._expand({stub})
 
