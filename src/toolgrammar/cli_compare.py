@@ -148,6 +148,14 @@ def compare_command(
         ),
     ] = True,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
+    suite: Annotated[
+        str | None,
+        typer.Option(
+            help="Run a benchmark's items instead of --tasks: 'bfcl:simple_python,multiple' (BFCL categories; "
+            "--limit is per category; --mode defaults to schema; needs `pip install --no-deps bfcl-eval==2026.3.23`). "
+            "Writes bfcl-report.md."
+        ),
+    ] = None,
 ) -> None:
     """Sample the same prompts under the same seeds freely and through the grammar; count what the grammar hid.
 
@@ -176,7 +184,7 @@ def compare_command(
         top_k=top_k,
         turns=turns,
         format=format,
-        mode=mode,
+        mode=mode if suite is None or _given("mode") else "schema",  # BFCL's items are typed: schema unless asked
         parse_mode=parse_mode,
         tool_choice=tool_choice,
         prose_first=prose_first,
@@ -193,6 +201,10 @@ def compare_command(
         repo=str(repo) if repo is not None else None,
         prefix_cache=prefix_cache,
     )
+    if suite is not None:
+        from .bfcl_suite import suite_command
+
+        suite_command(suite, config)  # exits
     from .compare import missing_requirements
     from .extras import install_command
 
@@ -213,6 +225,15 @@ def compare_command(
     print_report(report)
     # SystemExit, not typer.Exit: under standalone_mode=False typer *returns* an Exit's code instead of raising.
     raise SystemExit(0 if report.ok else 1)
+
+
+def _given(option: str) -> bool:
+    """Whether ``option`` was set on the command line (or the environment), not left at its default."""
+    import click
+
+    context = click.get_current_context(silent=True)
+    source = context.get_parameter_source(option) if context is not None else None
+    return source is not None and source is not click.core.ParameterSource.DEFAULT
 
 
 def _fail(message: str) -> NoReturn:

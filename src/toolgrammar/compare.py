@@ -607,6 +607,14 @@ def _inside_unclosed(text: str, parse: TurnParse, tools: Any, config: CompareCon
 
 
 def _initial_messages(task: Task, config: CompareConfig) -> list[dict[str, Any]]:
+    own = getattr(task, "messages", None)  # a task that brings its conversation (toolgrammar.bfcl_suite.BfclTask)
+    if own:
+        given = [dict(m) for m in own]
+        if config.system_prompt and given[0].get("role") == "system":
+            given[0]["content"] = f"{config.system_prompt}\n\n{given[0]['content']}"
+        elif config.system_prompt:
+            given.insert(0, {"role": "system", "content": config.system_prompt})
+        return given
     messages: list[dict[str, Any]] = []
     system = "\n\n".join(s for s in (config.system_prompt, task.system) if s)
     if system:
