@@ -22,7 +22,8 @@ without, and one kind per error keeps counts by kind summing to the number of er
 
 Schema mode validates with ``jsonschema``'s Draft 2020-12 validator against the tool's normalized
 ``parameters`` (``tools.py`` is the one place schemas are read and normalized); one validator is
-built per tool and cached.
+built per tool and cached. Formats are checked (``format`` is enforced by the grammar, so the judge
+checks it too) with :data:`toolgrammar.schema_formats.FORMAT_CHECKER`, the same on every machine.
 """
 
 from __future__ import annotations
@@ -112,7 +113,9 @@ def _validator(tool: Tool) -> Any:
         return entry[1]
     from jsonschema import Draft202012Validator  # lazy: costs ~50 ms, only schema mode needs it
 
-    validator = Draft202012Validator(tool.parameters)
+    from .schema_formats import FORMAT_CHECKER
+
+    validator = Draft202012Validator(tool.parameters, format_checker=FORMAT_CHECKER)
     _validators[key] = (tool, validator)
     if len(_validators) > _VALIDATOR_CACHE_SIZE:
         _validators.popitem(last=False)

@@ -1,4 +1,4 @@
-"""The exception classes of toolgrammar.
+"""The exception classes of toolgrammar (and the one warning class, :class:`ToolSchemaWarning`).
 
 One base class, :class:`ToolgrammarError`, so callers can catch everything the package raises on
 bad input with one ``except``. Every message names what is wrong, where, and (when there is one)
@@ -58,6 +58,11 @@ class SchemaTooLargeError(ToolSchemaError):
         super().__init__(message, tool=tool, pointer=pointer, keyword=keyword)
         self.estimate = estimate
         self.limit = limit
+
+
+class ToolSchemaWarning(UserWarning):
+    """A rewrite or a dropped keyword of ``load_tools(..., lenient=True)``: the message names the tool,
+    the JSON pointer and what was done (the strict default refuses instead)."""
 
 
 class GrammarError(ToolgrammarError, ValueError):

@@ -33,7 +33,9 @@ from .automaton import (
     star,
     utf8_char,
 )
-from .errors import GrammarError, SchemaTooLargeError
+from .errors import GrammarError, SchemaTooLargeError, ToolSchemaError
+from .schema_numbers import Bounds, integer_node, number_node
+from .schema_strings import StringSchemaError, constrained_text, string_language
 
 
 @dataclass(frozen=True)
@@ -220,11 +222,11 @@ def _schema_node(schema: dict[str, Any], ctx: SchemaContext, pointer: str) -> No
 
 def _typed(schema: dict[str, Any], type_: str, ctx: SchemaContext, pointer: str) -> Node:
     if type_ == "string":
-        return json_string(ctx.string_avoid)
+        return string_value(schema, ctx, pointer)
     if type_ == "integer":
-        return json_integer()
+        return integer_value(schema, ctx, pointer)
     if type_ == "number":
-        return json_number()
+        return number_value(schema, ctx, pointer)
     if type_ == "boolean":
         return alt(lit("true"), lit("false"))
     if type_ == "null":
@@ -234,6 +236,37 @@ def _typed(schema: dict[str, Any], type_: str, ctx: SchemaContext, pointer: str)
     if type_ == "object":
         return object_node(schema, ctx, pointer)
     raise GrammarError(f"tool {ctx.tool!r}: unknown type {type_!r} at {pointer or '/'}")
+
+
+def string_value(schema: dict[str, Any], ctx: SchemaContext, pointer: str) -> Node:
+    """A JSON string valid against ``schema``'s ``pattern``/``format``/``minLength``/``maxLength``
+    (:mod:`toolgrammar.schema_strings`); any JSON string when it has none."""
+    try:
+        rx = string_language(schema)
+    except StringSchemaError as error:  # the normalizer refuses these first; a hand-made schema may not
+        raise ToolSchemaError(str(error), tool=ctx.tool or None, pointer=pointer, keyword=error.keyword) from None
+    if rx is None:
+        return json_string(ctx.string_avoid)
+    return seq(lit('"'), constrained_text(rx, "json", ctx.string_avoid), lit('"'))
+
+
+def integer_value(schema: dict[str, Any], ctx: SchemaContext, pointer: str) -> Node:
+    """A JSON integer within ``schema``'s bounds (:mod:`toolgrammar.schema_numbers`: exact)."""
+    bounds = Bounds(schema)
+    if not bounds.any:
+        return json_integer()
+    try:
+        return integer_node(*bounds.integer_range())
+    except ValueError as error:
+        raise ToolSchemaError(str(error), tool=ctx.tool or None, pointer=pointer, keyword="minimum") from None
+
+
+def number_value(schema: dict[str, Any], ctx: SchemaContext, pointer: str) -> Node:
+    """A JSON number within ``schema``'s bounds (:mod:`toolgrammar.schema_numbers` says what is exact)."""
+    try:
+        return number_node(Bounds(schema), json_number())
+    except ValueError as error:
+        raise ToolSchemaError(str(error), tool=ctx.tool or None, pointer=pointer, keyword="minimum") from None
 
 
 def _array(schema: dict[str, Any], ctx: SchemaContext, pointer: str) -> Node:
@@ -303,6 +336,16 @@ def _remedy(schema: dict[str, Any], size: int, ctx: SchemaContext) -> tuple[str 
     if "enum" in schema:
         return "enum", "use fewer enum values"
     types = schema.get("type")
+    if "string" in (types if isinstance(types, list) else [types]):
+        for keyword in ("maxLength", "minLength", "pattern", "format"):
+            if keyword in schema:
+                if keyword in ("maxLength", "minLength"):
+                    # Each counted character is a few automaton states per way to spell it (about 60 units).
+                    return keyword, (
+                        f"lower {keyword} (now {schema[keyword]}; each counted character costs about 60 of the "
+                        f"{MAX_ESTIMATED_SIZE:,}), or drop it, {strings}"
+                    )
+                return keyword, f"simplify the {keyword}, {strings}"
     if types == "array":
         hi = schema.get("maxItems")
         if hi is None:

@@ -26,20 +26,35 @@ The normalized schema (what ``grammar.py`` and ``parser.py`` rely on)
 - A ``true`` sub-schema becomes ``{}`` (any JSON value); ``type`` stays a string or a list; keyword and
   property order follow the original schema; nothing else changes.
 - An ``anyOf`` node has no other constraining keyword, and an ``enum``/``const`` value always satisfies
-  the rest of its node (checked with ``jsonschema``), so the grammar can emit the literals as they are.
+  the rest of its node (checked with ``jsonschema``, formats included), so the grammar can emit the
+  literals as they are. Siblings of an ``anyOf`` are distributed into its branches.
+- No ``allOf`` is left: its branches are merged into one node (types intersected, properties and
+  ``required`` united, the tighter bounds kept, a property that a closed branch forbids left out),
+  distributed over the branches of an ``anyOf``/``oneOf`` among them; what cannot be merged (two
+  different patterns, two formats) is refused, and branches no value satisfies are dropped.
+- No ``oneOf`` is left: one whose branches provably exclude each other (by type, by const/enum
+  values, by a required property whose schemas exclude each other, by numeric ranges that do not
+  meet) is the same as ``anyOf`` and becomes one; any other is refused (``lenient=True``: read as
+  ``anyOf``, with a warning).
+- String keywords (``pattern``, ``format``, ``minLength``, ``maxLength``) and numeric bounds stay as
+  they are: ``schema_strings``, ``schema_formats`` and ``schema_numbers`` say what the grammar
+  makes of them, and they are checked here to be enforceable (a pattern the grammar reads, a known
+  format, a non-empty range).
 
-This module imports the standard library, ``jsonschema`` and numpy (for its cache entries) only:
-no torch, no transformers.
+This module imports the standard library, ``jsonschema``, numpy (for its cache entries) and the
+pure-Python grammar pieces it checks schemas with: no torch, no transformers.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import os
 import re
 import unicodedata
+import warnings
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -52,12 +67,17 @@ import jsonschema
 import jsonschema.exceptions
 import numpy as np
 
-from toolgrammar.errors import ToolSchemaError
+from toolgrammar.automaton import lit
+from toolgrammar.errors import ToolSchemaError, ToolSchemaWarning
+from toolgrammar.schema_formats import FORMAT_CHECKER, FORMATS
+from toolgrammar.schema_numbers import Bounds, integer_node, number_node
+from toolgrammar.schema_strings import StringSchemaError, string_language
 
 __all__ = [
     "ANNOTATION_KEYWORDS",
     "ARGUMENT_MODES",
     "JSON_TYPES",
+    "LENIENT_TYPE_NAMES",
     "MAX_SCHEMA_DEPTH",
     "MAX_SCHEMA_NODES",
     "SUPPORTED_KEYWORDS",
@@ -85,13 +105,24 @@ SUPPORTED_KEYWORDS: frozenset[str] = frozenset(
         "items",
         "minItems",
         "maxItems",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "format",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
         "anyOf",
+        "oneOf",
+        "allOf",
         "$ref",
         "$defs",
         "definitions",
     }
 )
-"""The schema keywords the grammar enforces (``$ref``/``$defs``/``definitions`` are resolved here)."""
+"""The schema keywords the grammar enforces (``$ref``/``$defs``/``definitions`` are resolved here,
+``allOf`` is merged into one node, ``oneOf`` becomes ``anyOf`` when its branches are disjoint)."""
 
 ANNOTATION_KEYWORDS: frozenset[str] = frozenset(
     {
@@ -126,6 +157,8 @@ use the previous one twice doubles at every step, and a grammar that large is a 
 
 _OBJECT_KEYWORDS = ("properties", "required", "additionalProperties")
 _ARRAY_KEYWORDS = ("items", "minItems", "maxItems")
+_STRING_KEYWORDS = ("minLength", "maxLength", "pattern", "format")
+_NUMBER_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 _REF_KEYWORDS = ("$ref", "$defs", "definitions")
 _ENTRY_KEYS_OPENAI = frozenset({"type", "function"})
 _FUNCTION_KEYS = frozenset({"name", "description", "parameters", "strict"})
@@ -134,8 +167,6 @@ _TOP_LEVEL_KEYWORDS = frozenset({"type", "properties", "required", "additionalPr
 _FINGERPRINT_VERSION = "toolgrammar.tools/1"
 
 _KEYWORD_HINTS: dict[str, str] = {
-    "oneOf": "use anyOf instead: the grammar cannot enforce that exactly one branch matches",
-    "allOf": "merge the branches into one schema",
     "not": "the grammar cannot generate 'anything but' a schema",
     "nullable": 'OpenAPI\'s nullable is not JSON Schema: use "type": ["T", "null"] or anyOf with {"type": "null"}',
     "prefixItems": "tuple arrays are not supported: use one items schema",
@@ -143,10 +174,9 @@ _KEYWORD_HINTS: dict[str, str] = {
     "then": "conditional schemas are not supported",
     "else": "conditional schemas are not supported",
 }
-for _kw in ("pattern", "format", "minLength", "maxLength", "contentEncoding", "contentMediaType"):
-    _KEYWORD_HINTS[_kw] = "string constraints are not enforced: describe the format in 'description' instead"
-for _kw in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"):
-    _KEYWORD_HINTS[_kw] = "numeric bounds are not enforced: use enum for a small set, or describe the range"
+for _kw in ("contentEncoding", "contentMediaType", "contentSchema"):
+    _KEYWORD_HINTS[_kw] = "content annotations are not enforced: describe the content in 'description' instead"
+_KEYWORD_HINTS["multipleOf"] = "multipleOf is not enforced: use enum for a small set, or describe the step"
 for _kw in ("uniqueItems", "contains", "minContains", "maxContains", "unevaluatedItems"):
     _KEYWORD_HINTS[_kw] = "this array constraint is not enforced"
 for _kw in (
@@ -162,6 +192,31 @@ for _kw in (
     _KEYWORD_HINTS[_kw] = "this object constraint is not enforced"
 _TYPE_HINTS = {"int": "integer", "float": "number", "double": "number", "str": "string", "bool": "boolean"}
 _TYPE_HINTS |= {"dict": "object", "list": "array", "none": "null", "None": "null", "map": "object"}
+
+LENIENT_TYPE_NAMES: dict[str, str | None] = {
+    **dict.fromkeys(("String", "str", "char", "Character", "text"), "string"),
+    **dict.fromkeys(
+        ("int", "Integer", "long", "Long", "short", "Short", "byte", "Byte", "Bigint", "BigInt"), "integer"
+    ),
+    **dict.fromkeys(("float", "Float", "double", "Double", "Number", "decimal"), "number"),
+    **dict.fromkeys(("bool", "Boolean"), "boolean"),
+    **dict.fromkeys(("dict", "Dict", "HashMap", "Map", "map", "Object"), "object"),
+    **dict.fromkeys(("list", "List", "tuple", "Tuple", "ArrayList", "Array", "Set", "set"), "array"),
+    **dict.fromkeys(("None", "none", "NoneType", "Null"), "null"),
+    **dict.fromkeys(("any", "Any"), None),
+}
+"""``lenient=True``: type names of dirty real-world schemas (BFCL's Java and JavaScript categories,
+Python names) and the JSON type each one is read as; ``None`` drops ``type`` (any value)."""
+
+_JSON_SCHEMA_VOCABULARY = frozenset(jsonschema.Draft202012Validator.VALIDATORS) | {
+    "$schema", "$id", "$defs", "definitions", "$comment", "$anchor", "$dynamicAnchor", "$vocabulary", "title",
+    "description", "default", "examples", "deprecated", "readOnly", "writeOnly", "contentEncoding",
+    "contentMediaType", "contentSchema",
+}  # fmt: skip
+"""Every keyword Draft 2020-12 defines: ``lenient=True`` drops any other (JSON Schema ignores them too)."""
+
+_LENIENT_ANNOTATIONS = frozenset({"contentEncoding", "contentMediaType", "contentSchema", "$anchor", "$dynamicAnchor"})
+"""Draft 2020-12 keywords that only annotate: ``lenient=True`` drops them (strict refuses them)."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -286,6 +341,7 @@ def load_tools(
     source: str | os.PathLike[str] | Sequence[Mapping[str, Any]] | Mapping[str, Any] | ToolSet,
     *,
     mode: ArgumentMode = "schema",
+    lenient: bool = False,
 ) -> ToolSet:
     """Validate and normalize a tool list.
 
@@ -302,6 +358,20 @@ def load_tools(
     mode : {"schema", "strings"}, default: "schema"
         ``"schema"`` enforces each tool's JSON Schema; ``"strings"`` makes every declared argument a
         string (the seed harness's rule) and checks only the structure of ``parameters``.
+    lenient : bool, default: False
+        Read dirty real-world schemas (BFCL's Java/JavaScript type names, OpenAPI's ``nullable``,
+        vendor keywords) instead of refusing them: each rewrite and each dropped keyword is reported
+        with :class:`~toolgrammar.errors.ToolSchemaWarning` (``warnings.warn``) naming the tool, the
+        pointer and what was done. What it maps: the type names of :data:`LENIENT_TYPE_NAMES`;
+        ``nullable: true`` (``null`` added to ``type``); draft 4's boolean ``exclusiveMinimum`` /
+        ``exclusiveMaximum``; a property's draft 3 boolean ``required`` (into its object's
+        ``required``); a ``oneOf`` whose branches may overlap (read as ``anyOf``). What it drops:
+        BFCL's ``optional`` flag (``required`` decides), an unknown ``format``, Draft 2020-12's
+        content annotations (``contentEncoding``...), and every keyword JSON Schema does not define
+        (``example``, ``x-...``, ``discriminator``...). Constraints JSON Schema defines and the
+        grammar cannot enforce (``multipleOf``, ``not``, ``uniqueItems``...) are still refused: the
+        normalized schema, which the strict parser judges with, never loses one silently. Unused
+        ``$defs`` entries are not checked (dirty input often holds dirty definitions nothing uses).
 
     Returns
     -------
@@ -313,6 +383,8 @@ def load_tools(
         On anything that cannot be compiled; the message says what, where, and how to fix it.
     """
     _check_mode(mode)
+    if not isinstance(lenient, bool):
+        raise ToolSchemaError(f"lenient must be True or False, got {lenient!r}")
     if isinstance(source, ToolSet):
         if source.mode == mode:
             return source
@@ -337,23 +409,41 @@ def load_tools(
     # processors are built again and again for the same tools: remember recent results.
     try:
         # Key order is kept (property order shapes the grammar), so equal text means an equal tool list.
-        memo_key: str | None = mode + "\0" + json.dumps(entries, allow_nan=False)
+        memo_key: str | None = mode + ("\0lenient" if lenient else "") + "\0" + json.dumps(entries, allow_nan=False)
     except (TypeError, ValueError, RecursionError):
         memo_key = None  # not plain JSON data: the checks below will say what is wrong
     if memo_key is None:
-        return _load_entries(entries, mode)
+        notes: list[str] = []
+        toolset = _load_entries(entries, mode, lenient, notes)
+        _warn(notes)
+        return toolset
     if memo_key in _recent:
         _recent.move_to_end(memo_key)
+        _warn(_recent_notes.get(memo_key, ()))  # a lenient load warns every time, cached or not
         return _recent[memo_key]
-    disk_key = hashlib.sha256((_FINGERPRINT_VERSION + "\0" + memo_key).encode()).hexdigest()
-    toolset = _from_disk(disk_key, mode)
-    if toolset is None:
-        toolset = _load_entries(entries, mode)
-        _to_disk(disk_key, toolset)
+    notes = []
+    if lenient:  # not on disk: its warnings are part of the result
+        toolset = _load_entries(entries, mode, lenient, notes)
+    else:
+        disk_key = hashlib.sha256((_FINGERPRINT_VERSION + "\0" + memo_key).encode()).hexdigest()
+        toolset = _from_disk(disk_key, mode)
+        if toolset is None:
+            toolset = _load_entries(entries, mode, lenient, notes)
+            _to_disk(disk_key, toolset)
     _recent[memo_key] = toolset
+    if notes:
+        _recent_notes[memo_key] = tuple(notes)
     if len(_recent) > 64:
-        _recent.popitem(last=False)
+        evicted, _ = _recent.popitem(last=False)
+        _recent_notes.pop(evicted, None)
+    _warn(notes)
     return toolset
+
+
+def _warn(notes: Sequence[str]) -> None:
+    for note in notes:
+        # stacklevel 3: the warning points at the caller of load_tools.
+        warnings.warn(note, ToolSchemaWarning, stacklevel=3)
 
 
 def _to_disk(key: str, toolset: ToolSet) -> None:
@@ -385,13 +475,15 @@ def _check_cached_tools(entry: dict[str, np.ndarray]) -> str | None:
 
 
 _recent: OrderedDict[str, ToolSet] = OrderedDict()
+_recent_notes: dict[str, tuple[str, ...]] = {}
+"""The lenient warnings of each remembered load (re-emitted when it is served again)."""
 
 
-def _load_entries(entries: Sequence[Any], mode: ArgumentMode) -> ToolSet:
+def _load_entries(entries: Sequence[Any], mode: ArgumentMode, lenient: bool, notes: list[str]) -> ToolSet:
     tools: list[Tool] = []
     first_index: dict[str, int] = {}
     for index, entry in enumerate(entries):
-        tool = _load_entry(entry, index, mode)
+        tool = _load_entry(entry, index, mode, lenient, notes)
         if tool.name in first_index:
             raise ToolSchemaError(
                 f"duplicate tool name: entries #{first_index[tool.name]} and #{index} are both named "
@@ -462,7 +554,7 @@ def _unwrap_mapping(data: Mapping[str, Any], *, where: str) -> Sequence[Any]:
     return tools
 
 
-def _load_entry(entry: Any, index: int, mode: str) -> Tool:
+def _load_entry(entry: Any, index: int, mode: str, lenient: bool = False, notes: list[str] | None = None) -> Tool:
     label = f"#{index}"
     if not isinstance(entry, Mapping):
         raise ToolSchemaError(
@@ -513,8 +605,11 @@ def _load_entry(entry: Any, index: int, mode: str) -> Tool:
     try:
         source = _copy_entry(entry, name)
         raw_params = source.get("function", source).get("parameters")
-        normalize = _normalize_strings if mode == "strings" else _normalize_schema
-        parameters = normalize(raw_params, name)
+        sink = notes if notes is not None else []
+        if mode == "strings":
+            parameters = _normalize_strings(raw_params, name, lenient, sink)
+        else:
+            parameters = _Normalizer(name, raw_params, lenient=lenient, notes=sink).run()
     except RecursionError:
         raise ToolSchemaError(
             f"the parameters schema nests too deeply to read (keep it under {MAX_SCHEMA_DEPTH} levels)", tool=name
@@ -692,10 +787,13 @@ def _check_object_parameters(params: Any, tool: str, ptr: str = "") -> None:
         )
 
 
-def _normalize_strings(params: Any, tool: str) -> dict[str, Any]:
+def _normalize_strings(params: Any, tool: str, lenient: bool = False, notes: list[str] | None = None) -> dict[str, Any]:
     """The ``strings`` mode: every declared property becomes ``{"type": "string"}``."""
     if params is None or params == {}:
         return _empty_parameters()
+    if lenient and isinstance(params, dict) and LENIENT_TYPE_NAMES.get(params.get("type")) == "object":
+        _note(notes, tool, "", f'type {json.dumps(params["type"])} read as "object"')
+        params = {**params, "type": "object"}
     _check_object_parameters(params, tool)
     if "$ref" in params:
         raise _schema_error(
@@ -725,6 +823,15 @@ def _normalize_schema(params: Any, tool: str) -> dict[str, Any]:
     return _Normalizer(tool, params).run()
 
 
+def _note(notes: list[str] | None, tool: str, pointer: str, what: str) -> None:
+    """Record one lenient rewrite or drop (emitted as a ToolSchemaWarning by load_tools)."""
+    if notes is None:
+        return
+    text = f"tool {tool!r}, at {pointer or '/'}: {what} (lenient=True)"
+    if text not in notes:
+        notes.append(text)
+
+
 def _empty_parameters() -> dict[str, Any]:
     return {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
 
@@ -741,13 +848,27 @@ about 4 ms a tool (Draft 2020-12's dynamic references), most of a cold compile o
 The tests run with it on, so a normalizer gap would show there."""
 
 
+class _Unsatisfiable(ToolSchemaError):
+    """A node that no value satisfies (``allOf`` branches that exclude each other, an empty range).
+
+    A :class:`ToolSchemaError` like any other, except where ``allOf`` is distributed over the
+    branches of an ``anyOf``/``oneOf``: there a branch no value satisfies is dropped (it matches
+    nothing, so leaving it out changes nothing)."""
+
+
+_MAX_DISTRIBUTED = 64
+"""Most branches the distribution of ``allOf`` over ``anyOf``/``oneOf`` may produce."""
+
+
 class _Normalizer:
     """Checks one tool's parameters (``schema`` mode) and builds the normalized copy."""
 
-    def __init__(self, tool: str, root: Any):
+    def __init__(self, tool: str, root: Any, *, lenient: bool = False, notes: list[str] | None = None):
         self.tool = tool
         self.root = root
         self.nodes = 0
+        self.lenient = lenient
+        self.notes: list[str] = notes if notes is not None else []
 
     def run(self) -> dict[str, Any]:
         if self.root is None or self.root == {}:
@@ -759,7 +880,8 @@ class _Normalizer:
             except jsonschema.exceptions.SchemaError as error:  # a safety net: the checks above catch all
                 pointer = "".join(f"/{_escape(str(p))}" for p in error.path)
                 raise ToolSchemaError(f"invalid schema: {error.message}", tool=self.tool, pointer=pointer) from None
-        self.check_definitions(self.root, "")
+        if not self.lenient:  # lenient input is dirty by definition: its definitions are read as they are used
+            self.check_definitions(self.root, "")
         return normalized
 
     def check_definitions(self, schema: Any, ptr: str) -> None:
@@ -793,14 +915,16 @@ class _Normalizer:
                 self.check_definitions(sub, f"{ptr}/properties/{_escape(name)}")
         for keyword in ("items", "additionalProperties"):
             self.check_definitions(schema.get(keyword), f"{ptr}/{keyword}")
-        branches = schema.get("anyOf")
-        if isinstance(branches, list):
-            for i, branch in enumerate(branches):
-                self.check_definitions(branch, f"{ptr}/anyOf/{i}")
+        for keyword in ("anyOf", "oneOf", "allOf"):
+            branches = schema.get(keyword)
+            if isinstance(branches, list):
+                for i, branch in enumerate(branches):
+                    self.check_definitions(branch, f"{ptr}/{keyword}/{i}")
 
-    # The pointer is always the node's location in the *original* parameters (inside a $defs entry when
-    # reached through $ref), so the message points at the text the author has to change.
-    def node(self, schema: Any, ptr: str, *, ancestors: tuple[str, ...], top: bool = False) -> Any:
+    def note(self, ptr: str, what: str) -> None:
+        _note(self.notes, self.tool, ptr, what)
+
+    def count(self, ptr: str) -> None:
         self.nodes += 1
         if self.nodes > MAX_SCHEMA_NODES:
             raise ToolSchemaError(
@@ -809,6 +933,14 @@ class _Normalizer:
                 pointer=ptr,
                 keyword="$ref",
             )
+
+    # The pointer is always the node's location in the *original* parameters (inside a $defs entry when
+    # reached through $ref), so the message points at the text the author has to change. A node merged
+    # from allOf branches has no place of its own: its errors point at the node that holds the allOf.
+    def node(
+        self, schema: Any, ptr: str, *, ancestors: tuple[str, ...], top: bool = False, merged: bool = False
+    ) -> Any:
+        self.count(ptr)
         if len(ancestors) >= MAX_SCHEMA_DEPTH:
             raise ToolSchemaError(
                 f"the schema nests deeper than {MAX_SCHEMA_DEPTH} levels; flatten it", tool=self.tool, pointer=ptr
@@ -824,6 +956,8 @@ class _Normalizer:
                 else (f"a JSON {_json_type_name(schema)}")
             )
             raise ToolSchemaError(f"a schema must be a JSON object; this one is {what}", tool=self.tool, pointer=ptr)
+        if self.lenient:
+            schema = self.clean(schema, ptr)
 
         for keyword in schema:
             if keyword not in SUPPORTED_KEYWORDS and keyword not in ANNOTATION_KEYWORDS:
@@ -850,11 +984,25 @@ class _Normalizer:
 
         if "$ref" in schema:
             return self.ref(schema, ptr, here, top)
+        if "allOf" in schema:
+            return self.all_of(schema, ptr, here, top)
+        choices = [k for k in ("anyOf", "oneOf") if k in schema]
+        if choices and not top:
+            siblings = [
+                k
+                for k in schema
+                if k not in ANNOTATION_KEYWORDS and k not in ("anyOf", "oneOf", "$defs", "definitions")
+            ]
+            if siblings or len(choices) == 2:
+                # The siblings hold in every branch: distribute them (allOf of the node and its choices).
+                rest = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf")}
+                return self.all_of({**rest, "allOf": [{k: schema[k]} for k in choices]}, ptr, here, top)
+            if "anyOf" in schema:
+                return self.any_of(schema, ptr, here)
+            return self.one_of(schema, ptr, here)
         if top:
             self.check_top(schema, ptr)
         types = self.types(schema, ptr)
-        if "anyOf" in schema:
-            return self.any_of(schema, ptr, here)
 
         for keyword in _OBJECT_KEYWORDS:
             if keyword in schema and "object" not in types:
@@ -862,6 +1010,12 @@ class _Normalizer:
         for keyword in _ARRAY_KEYWORDS:
             if keyword in schema and "array" not in types:
                 raise self.misplaced(keyword, "array", types, ptr)
+        for keyword in _STRING_KEYWORDS:
+            if keyword in schema and "string" not in types:
+                raise self.misplaced(keyword, "string", types, ptr)
+        for keyword in _NUMBER_KEYWORDS:
+            if keyword in schema and not {"number", "integer"} & set(types):
+                raise self.misplaced(keyword, "number", types, ptr)
 
         out: dict[str, Any] = {}
         for keyword, value in schema.items():
@@ -880,11 +1034,28 @@ class _Normalizer:
                 out[keyword] = self.node(value, f"{ptr}/items", ancestors=here)
             elif keyword == "additionalProperties":
                 out[keyword] = self.additional_properties(value, schema, ptr, here, top)
-            elif keyword in ("minItems", "maxItems"):
+            elif keyword in ("minItems", "maxItems", "minLength", "maxLength"):
                 if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                     raise _schema_error(
                         self.tool, ptr, keyword, f"{keyword} must be a non-negative integer, got {json.dumps(value)}"
                     )
+                out[keyword] = value
+            elif keyword in _NUMBER_KEYWORDS:
+                if not isinstance(value, int | float) or isinstance(value, bool):
+                    hint = ""
+                    if isinstance(value, bool) and keyword.startswith("exclusive"):
+                        bound = "minimum" if keyword == "exclusiveMinimum" else "maximum"
+                        hint = (
+                            f" (draft 4's boolean form: write {keyword}: <number> instead of {bound}, or load "
+                            "with lenient=True)"
+                        )
+                    raise _schema_error(
+                        self.tool, ptr, keyword, f"{keyword} must be a number, got {json.dumps(value)}{hint}"
+                    )
+                out[keyword] = value
+            elif keyword in ("pattern", "format"):
+                if not isinstance(value, str):
+                    raise _schema_error(self.tool, ptr, keyword, f"{keyword} must be a string, got {json.dumps(value)}")
                 out[keyword] = value
             elif keyword == "enum":
                 if not isinstance(value, list) or not value:
@@ -900,13 +1071,19 @@ class _Normalizer:
             else:  # type, const, required: checked below or above
                 out[keyword] = value
 
-        if "minItems" in out and "maxItems" in out and out["minItems"] > out["maxItems"]:
-            raise _schema_error(
-                self.tool,
-                ptr,
-                "minItems",
-                f"minItems {out['minItems']} is greater than maxItems {out['maxItems']}: no array satisfies both",
-            )
+        for lo_key, hi_key in (("minItems", "maxItems"), ("minLength", "maxLength")):
+            if lo_key in out and hi_key in out and out[lo_key] > out[hi_key]:
+                what = "array" if lo_key == "minItems" else "string"
+                raise _Unsatisfiable(
+                    f"{lo_key} {out[lo_key]} is greater than {hi_key} {out[hi_key]}: no {what} satisfies both",
+                    tool=self.tool,
+                    pointer=f"{ptr}/{lo_key}",
+                    keyword=lo_key,
+                )
+        if "string" in types:
+            self.check_string(out, ptr)
+        if {"number", "integer"} & set(types):
+            self.check_bounds(out, types, ptr)
         if "object" in types:
             if top:
                 properties = out.get("properties", {})
@@ -923,8 +1100,430 @@ class _Normalizer:
                     out["required"] = _check_required(schema.get("required", []), out["properties"], ptr, self.tool)
         if "enum" in schema and "const" in schema:
             raise _schema_error(self.tool, ptr, "const", "enum and const on the same node: keep one of them")
-        self.check_literals(out, ptr)
+        self.check_literals(out, ptr, merged=merged)
         return out
+
+    # -- strings and numbers --------------------------------------------------------------------------
+
+    def check_string(self, out: dict[str, Any], ptr: str) -> None:
+        """``pattern``/``format``/``minLength``/``maxLength`` the grammar can enforce together (or an error)."""
+        fmt = out.get("format")
+        if fmt is not None and fmt not in FORMATS:
+            raise _schema_error(
+                self.tool,
+                ptr,
+                "format",
+                f"format {fmt!r} is not enforced by the grammar, and a constraint is never dropped silently; "
+                f"supported formats: {', '.join(FORMATS)}. Remove it (describe the format in 'description'), "
+                "use a pattern, or load with lenient=True (unknown formats are dropped with a warning)",
+            )
+        try:
+            string_language(out)
+        except StringSchemaError as error:
+            cls = _Unsatisfiable if "no string" in str(error) else ToolSchemaError
+            raise cls(str(error), tool=self.tool, pointer=f"{ptr}/{error.keyword}", keyword=error.keyword) from None
+
+    def check_bounds(self, out: dict[str, Any], types: tuple[str, ...], ptr: str) -> None:
+        """Numeric bounds that some value satisfies, and that the grammar can write (or an error)."""
+        if not any(k in out for k in _NUMBER_KEYWORDS):
+            return
+        bounds = Bounds(out)
+        keyword = next(k for k in _NUMBER_KEYWORDS if k in out)
+        if "number" in types:
+            if not bounds.has_number():
+                raise _Unsatisfiable(
+                    "the bounds exclude every number (the lower one is above the upper one)",
+                    tool=self.tool,
+                    pointer=f"{ptr}/{keyword}",
+                    keyword=keyword,
+                )
+            build = lambda: number_node(bounds, lit("0"))  # noqa: E731 - built once, to surface what cannot be written
+        else:
+            lo, hi = bounds.integer_range()
+            if lo is not None and hi is not None and lo > hi:
+                raise _Unsatisfiable(
+                    "the bounds exclude every integer", tool=self.tool, pointer=f"{ptr}/{keyword}", keyword=keyword
+                )
+            build = lambda: integer_node(lo, hi)  # noqa: E731
+        try:
+            build()
+        except ValueError as error:
+            raise _schema_error(self.tool, ptr, keyword, str(error)) from None
+
+    # -- allOf, anyOf, oneOf ----------------------------------------------------------------------
+
+    def all_of(self, schema: dict[str, Any], ptr: str, here: tuple[str, ...], top: bool) -> Any:
+        """One node out of the node and its ``allOf`` branches (see :meth:`merge`), normalized."""
+        branches = schema["allOf"]
+        if not isinstance(branches, list) or not branches:
+            raise _schema_error(self.tool, ptr, "allOf", "allOf must be a non-empty list of schemas")
+        visited: list[str] = []  # the targets of the $refs inlined on the way (recursion check, depth)
+        parts = [({k: v for k, v in schema.items() if k != "allOf"}, ptr)]
+        for i, branch in enumerate(branches):
+            parts.extend(self.flatten(branch, f"{ptr}/allOf/{i}", here, visited, ()))
+        merged, choices = self.merge(parts)
+        ancestors = (*here[:-1], *dict.fromkeys(visited))
+        if not choices:
+            return self.node(merged, ptr, ancestors=ancestors, top=top, merged=True)
+        if top:
+            raise _schema_error(
+                self.tool,
+                ptr,
+                "allOf",
+                "allOf brings an anyOf/oneOf to the top level of parameters, where the arguments must be one "
+                "object schema; move the choice into a property",
+            )
+        return self.distribute(merged, choices, ptr, ancestors)
+
+    def flatten(
+        self, branch: Any, where: str, here: tuple[str, ...], visited: list[str], chain: tuple[str, ...]
+    ) -> list[tuple[dict[str, Any], str]]:
+        """An ``allOf`` branch as the schemas it consists of: ``$ref`` resolved, nested ``allOf`` opened."""
+        self.count(where)
+        if len(chain) > MAX_SCHEMA_DEPTH:
+            raise ToolSchemaError(
+                f"allOf and $ref nest deeper than {MAX_SCHEMA_DEPTH} levels; flatten them",
+                tool=self.tool,
+                pointer=where,
+            )
+        if branch is True:
+            return []
+        if not isinstance(branch, dict):
+            what = (
+                "false: no value satisfies it, so none satisfies the allOf"
+                if branch is False
+                else (f"a JSON {_json_type_name(branch)}")
+            )
+            raise ToolSchemaError(
+                f"an allOf branch must be a schema; this one is {what}", tool=self.tool, pointer=where
+            )
+        if self.lenient:
+            branch = self.clean(branch, where)
+        if "$ref" in branch:
+            # Recursion is a $ref back into its own chain; two branches may well share a definition.
+            target_ptr, target = self.resolve_ref(branch, where, here, chain)
+            visited.append(target_ptr)
+            return self.flatten(target, target_ptr, here, visited, (*chain, target_ptr))
+        if "allOf" in branch:
+            inner = branch["allOf"]
+            if not isinstance(inner, list) or not inner:
+                raise _schema_error(self.tool, where, "allOf", "allOf must be a non-empty list of schemas")
+            out = [({k: v for k, v in branch.items() if k != "allOf"}, where)]
+            for i, sub in enumerate(inner):
+                out.extend(self.flatten(sub, f"{where}/allOf/{i}", here, visited, (*chain, where)))
+            return out
+        return [(branch, where)]
+
+    def merge(self, parts: list[tuple[dict[str, Any], str]]) -> tuple[dict[str, Any], list[tuple[str, list[Any]]]]:
+        """The schemas of ``parts`` as one node, and the anyOf/oneOf lists among them (distributed later).
+
+        ``type``: the types in common (``integer`` is a ``number``); ``properties`` and ``required``:
+        all of them, a property in several parts holding all their schemas (``allOf``), and a name that
+        a part forbids (``additionalProperties: false`` and not among its properties) left out;
+        ``items``: all the schemas; lower bounds: the highest; upper bounds: the lowest; ``enum``: the
+        values in every list; ``const``, ``pattern``, ``format``: one value (two different ones cannot
+        be merged). The merged node is then checked like any other.
+        """
+        out: dict[str, Any] = {}
+        choices: list[tuple[str, list[Any]]] = []
+        objects: list[tuple[dict[str, Any], Any, str, bool]] = []
+        for part, where in parts:
+            for keyword, value in part.items():
+                if keyword in ANNOTATION_KEYWORDS:
+                    out.setdefault(keyword, value)
+                elif keyword in ("$defs", "definitions", "properties", "additionalProperties"):
+                    continue
+                elif keyword in ("anyOf", "oneOf"):
+                    if not isinstance(value, list) or not value:
+                        raise _schema_error(self.tool, where, keyword, f"{keyword} must be a non-empty list of schemas")
+                    choices.append((keyword, value))
+                elif keyword not in out:
+                    if keyword == "type":
+                        self.types({"type": value}, where)
+                    out[keyword] = value
+                else:
+                    out[keyword] = self.combine(keyword, out[keyword], value, where)
+            if "properties" in part or "additionalProperties" in part:
+                props = part.get("properties", {})
+                if not isinstance(props, dict):
+                    raise _schema_error(
+                        self.tool,
+                        where,
+                        "properties",
+                        f"properties is a JSON {_json_type_name(props)}; it must be an object mapping names to schemas",
+                    )
+                extra = part.get("additionalProperties", True)
+                if not isinstance(extra, bool | dict):
+                    raise _schema_error(
+                        self.tool,
+                        where,
+                        "additionalProperties",
+                        f"additionalProperties is a JSON {_json_type_name(extra)}; it must be false or a schema",
+                    )
+                objects.append((props, extra, where, "properties" in part))
+        if objects:
+            self.merge_objects(out, objects)
+        if "const" in out and "enum" in out:
+            if not any(_same_value(out["const"], v) for v in out["enum"]):
+                raise _Unsatisfiable(
+                    "allOf: the const value is not among the enum values of another branch",
+                    tool=self.tool,
+                    pointer=parts[0][1],
+                    keyword="const",
+                )
+            del out["enum"]
+        return out, choices
+
+    def combine(self, keyword: str, a: Any, b: Any, where: str) -> Any:
+        """Two values of one keyword in two ``allOf`` branches, as one (or an error at ``where``)."""
+        if keyword == "type":
+            ta = self.types({"type": a}, where)
+            tb = self.types({"type": b}, where)
+            common = [t for t in ta if t in tb or (t == "integer" and "number" in tb)]
+            common += [t for t in tb if t == "integer" and "number" in ta and t not in common]
+            if not common:
+                raise _Unsatisfiable(
+                    f"allOf: no value is both of type {json.dumps(a)} and of type {json.dumps(b)}",
+                    tool=self.tool,
+                    pointer=f"{where}/type",
+                    keyword="type",
+                )
+            return common[0] if len(common) == 1 else common
+        if keyword == "required":
+            if not isinstance(a, list) or not isinstance(b, list):
+                return b if not isinstance(b, list) else a  # the invalid one is reported by the node check
+            return [*a, *(name for name in b if name not in a)]
+        if keyword == "items":
+            return b if a is True else a if b is True else {"allOf": [a, b]}
+        lower = keyword in ("minItems", "minLength", "minimum", "exclusiveMinimum")
+        upper = keyword in ("maxItems", "maxLength", "maximum", "exclusiveMaximum")
+        if lower or upper:
+            for value in (a, b):
+                if not isinstance(value, int | float) or isinstance(value, bool):
+                    raise _schema_error(
+                        self.tool, where, keyword, f"{keyword} must be a number, got {json.dumps(value)}"
+                    )
+            return max(a, b) if lower else min(a, b)
+        if keyword == "enum" and isinstance(a, list) and isinstance(b, list):
+            common = [v for v in a if any(_same_value(v, w) for w in b)]
+            if not common:
+                raise _Unsatisfiable(
+                    "allOf: the enum lists have no value in common",
+                    tool=self.tool,
+                    pointer=f"{where}/enum",
+                    keyword="enum",
+                )
+            return common
+        if _same_value(a, b):
+            return a
+        if keyword == "const":
+            raise _Unsatisfiable(
+                f"allOf: two different const values ({json.dumps(a)} and {json.dumps(b)})",
+                tool=self.tool,
+                pointer=f"{where}/const",
+                keyword="const",
+            )
+        hint = {
+            "pattern": "write one pattern that means both (the grammar enforces one pattern per string)",
+            "format": "a string is checked against one format",
+        }.get(keyword, "merge the branches by hand")
+        raise _schema_error(
+            self.tool,
+            where,
+            keyword,
+            f"allOf: the branches give {keyword} two different values ({json.dumps(a)} and {json.dumps(b)}), "
+            f"which cannot be merged into one node; {hint}",
+        )
+
+    def merge_objects(self, out: dict[str, Any], objects: list[tuple[dict[str, Any], Any, str, bool]]) -> None:
+        """``properties``/``additionalProperties`` of the parts that speak about an object's keys, merged."""
+        required = out.get("required", [])
+        names: list[str] = []
+        for props, _, _, _ in objects:
+            names.extend(name for name in props if name not in names)
+        merged_props: dict[str, Any] = {}
+        for name in names:
+            constraints: list[Any] = []
+            forbidden_by = None
+            for props, extra, where, _ in objects:
+                if name in props:
+                    constraints.append(props[name])
+                elif extra is False:
+                    forbidden_by = where
+                    break
+                elif isinstance(extra, dict):
+                    constraints.append(extra)
+            if forbidden_by is not None:
+                if isinstance(required, list) and name in required:
+                    raise _Unsatisfiable(
+                        f"allOf: {name!r} is required, but the branch at {forbidden_by or '/'} allows no such "
+                        "property (additionalProperties: false without it among its properties)",
+                        tool=self.tool,
+                        pointer=f"{forbidden_by}/additionalProperties",
+                        keyword="additionalProperties",
+                    )
+                continue  # forbidden by one part: the merged object never has it
+            kept = [c for c in constraints if c is not True]
+            merged_props[name] = kept[0] if len(kept) == 1 else {"allOf": kept} if kept else {}
+        if any(declared for _, _, _, declared in objects):
+            out["properties"] = merged_props
+        extras = [extra for _, extra, _, _ in objects if extra is not True]
+        if any(extra is False for extra in extras):
+            out["additionalProperties"] = False
+        elif extras:
+            out["additionalProperties"] = extras[0] if len(extras) == 1 else {"allOf": extras}
+
+    def distribute(
+        self, rest: dict[str, Any], choices: list[tuple[str, list[Any]]], ptr: str, ancestors: tuple[str, ...]
+    ) -> dict[str, Any]:
+        """``allOf`` over ``anyOf``/``oneOf``: one branch per combination, each merged with ``rest``.
+
+        ``A and (B or C)`` is ``(A and B) or (A and C)``; for ``oneOf`` the same holds with "exactly one"
+        (a value of ``A`` matches exactly one of ``A and B``, ``A and C`` when it matches exactly one of
+        ``B``, ``C``), so the result is a ``oneOf`` of the combinations. Combinations no value satisfies
+        are dropped.
+        """
+        one_ofs = [branches for kind, branches in choices if kind == "oneOf"]
+        any_ofs = [branches for kind, branches in choices if kind == "anyOf"]
+        lists, extra = (one_ofs, [{"anyOf": b} for b in any_ofs]) if one_ofs else (any_ofs, [])
+        total = math.prod(len(b) for b in lists)
+        if total > _MAX_DISTRIBUTED:
+            raise _schema_error(
+                self.tool,
+                ptr,
+                "allOf",
+                f"allOf over anyOf/oneOf makes {total} combinations to check (limit {_MAX_DISTRIBUTED}); "
+                "write the alternatives out with fewer branches",
+            )
+        branches: list[Any] = []
+        for combo in itertools.product(*lists):
+            try:
+                got = self.node({"allOf": [rest, *combo, *extra]}, ptr, ancestors=ancestors, merged=True)
+            except _Unsatisfiable:
+                continue
+            branches.append(got)
+        if not branches:
+            raise _Unsatisfiable(
+                "no branch of the anyOf/oneOf is compatible with the rest of the node (its type, bounds or "
+                "values): no value satisfies it",
+                tool=self.tool,
+                pointer=ptr,
+                keyword="anyOf" if not one_ofs else "oneOf",
+            )
+        if one_ofs:
+            self.check_disjoint(branches, ptr)
+        return branches[0] if len(branches) == 1 else {"anyOf": branches}
+
+    def one_of(self, schema: dict[str, Any], ptr: str, here: tuple[str, ...]) -> dict[str, Any]:
+        """``oneOf`` whose branches exclude each other is ``anyOf`` (exactly one matches iff one does)."""
+        branches = schema["oneOf"]
+        if not isinstance(branches, list) or not branches:
+            raise _schema_error(self.tool, ptr, "oneOf", "oneOf must be a non-empty list of schemas")
+        normalized = [self.node(b, f"{ptr}/oneOf/{i}", ancestors=here) for i, b in enumerate(branches)]
+        self.check_disjoint(normalized, ptr)
+        return {"anyOf": normalized}
+
+    def check_disjoint(self, branches: list[Any], ptr: str) -> None:
+        for i, j in itertools.combinations(range(len(branches)), 2):
+            if _disjoint(branches[i], branches[j]):
+                continue
+            if self.lenient:
+                self.note(
+                    f"{ptr}/oneOf",
+                    f"oneOf branches #{i} and #{j} may both match one value: read as anyOf (a value matching "
+                    "several branches is accepted, by the grammar and by the parser)",
+                )
+                return
+            raise _schema_error(
+                self.tool,
+                ptr,
+                "oneOf",
+                f"oneOf branches #{i} and #{j} may both match one value, and the grammar cannot enforce that "
+                "exactly one branch matches: it takes oneOf only when the branches exclude each other (different "
+                "types, different const/enum values, a required property whose values differ, numeric ranges "
+                "that do not meet). Use anyOf if a value may match both, make the branches exclusive, or load "
+                "with lenient=True (this oneOf is then read as anyOf, with a warning)",
+            )
+
+    # -- lenient ----------------------------------------------------------------------------------
+
+    def clean(self, schema: dict[str, Any], ptr: str) -> dict[str, Any]:
+        """``lenient=True``: a copy of ``schema`` with dirty spellings mapped and non-constraints dropped."""
+        out: dict[str, Any] = {}
+        for keyword, value in schema.items():
+            if keyword == "type":
+                mapped = self.lenient_type(value, ptr)
+                if mapped is not None:
+                    out[keyword] = mapped
+            elif keyword == "nullable" or (
+                keyword in ("exclusiveMinimum", "exclusiveMaximum") and isinstance(value, bool)
+            ):
+                continue  # below
+            elif keyword == "optional":
+                self.note(f"{ptr}/optional", "BFCL's optional flag dropped (required decides what is required)")
+            elif keyword == "format" and isinstance(value, str) and value not in FORMATS:
+                self.note(f"{ptr}/format", f"format {value!r} dropped: the grammar does not enforce it")
+            elif keyword in _LENIENT_ANNOTATIONS:
+                self.note(f"{ptr}/{_escape(keyword)}", f"annotation {keyword!r} dropped")
+            elif keyword not in _JSON_SCHEMA_VOCABULARY:
+                self.note(
+                    f"{ptr}/{_escape(keyword)}",
+                    f"keyword {keyword!r} dropped: JSON Schema does not define it (so it constrains nothing)",
+                )
+            else:
+                out[keyword] = value
+        if "nullable" in schema:
+            names = out.get("type")
+            if schema["nullable"] is True and names is not None:
+                listed = names if isinstance(names, list) else [names]
+                if "null" not in listed:
+                    out["type"] = [*listed, "null"]
+                self.note(f"{ptr}/nullable", 'nullable: true read as "null" added to type')
+            else:
+                self.note(f"{ptr}/nullable", f"nullable: {json.dumps(schema['nullable'])} dropped")
+        for keyword, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+            value = schema.get(keyword)
+            if isinstance(value, bool):
+                if value and bound in out:
+                    out[keyword] = out.pop(bound)
+                    self.note(f"{ptr}/{keyword}", f"draft 4's {keyword}: true read as {keyword}: {out[keyword]}")
+                else:
+                    self.note(f"{ptr}/{keyword}", f"draft 4's {keyword}: {json.dumps(value)} dropped")
+        props = out.get("properties")
+        if isinstance(props, dict) and any(
+            isinstance(s, dict) and isinstance(s.get("required"), bool) for s in props.values()
+        ):
+            required = list(out["required"]) if isinstance(out.get("required"), list) else []
+            lifted: dict[str, Any] = {}
+            for name, sub in props.items():
+                if isinstance(sub, dict) and isinstance(sub.get("required"), bool):
+                    if sub["required"] and name not in required:
+                        required.append(name)
+                    self.note(
+                        f"{ptr}/properties/{_escape(name)}/required",
+                        f"draft 3's required: {json.dumps(sub['required'])} read as the object's required list",
+                    )
+                    sub = {k: v for k, v in sub.items() if k != "required"}
+                lifted[name] = sub
+            out["properties"] = lifted
+            if required or "required" in out:
+                out["required"] = required
+        return out
+
+    def lenient_type(self, value: Any, ptr: str) -> Any:
+        names = value if isinstance(value, list) else [value]
+        mapped: list[Any] = []
+        for name in names:
+            if isinstance(name, str) and name not in JSON_TYPES and name in LENIENT_TYPE_NAMES:
+                target = LENIENT_TYPE_NAMES[name]
+                if target is None:
+                    self.note(f"{ptr}/type", f"type {json.dumps(name)} read as any value (type dropped)")
+                    return None
+                self.note(f"{ptr}/type", f"type {json.dumps(name)} read as {json.dumps(target)}")
+                name = target
+            if name not in mapped:
+                mapped.append(name)
+        return mapped if isinstance(value, list) else mapped[0]
 
     def check_top(self, schema: dict[str, Any], ptr: str) -> None:
         _check_object_parameters(schema, self.tool, ptr)
@@ -988,6 +1587,13 @@ class _Normalizer:
         )
 
     def ref(self, schema: dict[str, Any], ptr: str, here: tuple[str, ...], top: bool) -> Any:
+        target_ptr, target = self.resolve_ref(schema, ptr, here, ())
+        return self.node(target, target_ptr, ancestors=here, top=top)
+
+    def resolve_ref(
+        self, schema: dict[str, Any], ptr: str, here: tuple[str, ...], visited: Sequence[str]
+    ) -> tuple[str, Any]:
+        """The pointer and the schema a ``$ref`` names (checked: local, resolvable, not recursive)."""
         ref = schema["$ref"]
         siblings = [k for k in schema if k not in ANNOTATION_KEYWORDS and k not in _REF_KEYWORDS]
         if siblings:
@@ -995,7 +1601,8 @@ class _Normalizer:
                 self.tool,
                 ptr,
                 siblings[0],
-                f"{siblings[0]} beside $ref is not supported together: move it into the referenced schema",
+                f"{siblings[0]} beside $ref is not supported together: move it into the referenced schema, or "
+                'write {"allOf": [{"$ref": ...}, {...}]}',
             )
         if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
             raise _schema_error(
@@ -1007,7 +1614,7 @@ class _Normalizer:
             )
         target_ptr = "" if ref == "#" else "/" + "/".join(_escape(_unescape(unquote(t))) for t in ref[2:].split("/"))
         target = self.resolve(target_ptr, ref, ptr)
-        if target_ptr in here:
+        if target_ptr in here or target_ptr in visited:
             raise _schema_error(
                 self.tool,
                 ptr,
@@ -1016,7 +1623,7 @@ class _Normalizer:
                 "contains this $ref; the grammar must be regular, so a schema cannot contain itself. Unroll the "
                 "recursion to a fixed depth (copy the definition a few levels deep, the last one without the $ref)",
             )
-        return self.node(target, target_ptr, ancestors=here, top=top)
+        return target_ptr, target
 
     def resolve(self, target_ptr: str, ref: str, ptr: str) -> Any:
         node: Any = self.root
@@ -1043,14 +1650,6 @@ class _Normalizer:
         return node
 
     def any_of(self, schema: dict[str, Any], ptr: str, here: tuple[str, ...]) -> dict[str, Any]:
-        siblings = [k for k in schema if k not in ANNOTATION_KEYWORDS and k not in ("anyOf", "$defs", "definitions")]
-        if siblings:
-            raise _schema_error(
-                self.tool,
-                ptr,
-                siblings[0],
-                f"{siblings[0]} beside anyOf is not supported together: move it into each anyOf branch",
-            )
         branches = schema["anyOf"]
         if not isinstance(branches, list) or not branches:
             raise _schema_error(self.tool, ptr, "anyOf", "anyOf must be a non-empty list of schemas")
@@ -1097,11 +1696,23 @@ class _Normalizer:
             )
         return self.node(value, f"{ptr}/additionalProperties", ancestors=here)
 
-    def check_literals(self, out: dict[str, Any], ptr: str) -> None:
+    def check_literals(self, out: dict[str, Any], ptr: str, *, merged: bool = False) -> None:
+        """Every enum/const value must satisfy the rest of its node (formats checked as the parser does).
+
+        In a node merged from ``allOf`` the enum is the intersection of several constraints: values
+        that break another branch are dropped (they were never valid) instead of refused.
+        """
         if "enum" not in out and "const" not in out:
             return
         rest = {k: v for k, v in out.items() if k not in ("enum", "const")}
-        validator = jsonschema.Draft202012Validator(rest)
+        validator = jsonschema.Draft202012Validator(rest, format_checker=FORMAT_CHECKER)
+        if merged and "enum" in out:
+            kept = [v for v in out["enum"] if validator.is_valid(v)]
+            if not kept:
+                raise _Unsatisfiable(
+                    "allOf: no enum value satisfies the other branches", tool=self.tool, pointer=ptr, keyword="enum"
+                )
+            out["enum"] = kept
         literals = [("const", None, out["const"])] if "const" in out else []
         literals += [("enum", i, v) for i, v in enumerate(out.get("enum", ()))]
         for keyword, index, value in literals:
@@ -1109,13 +1720,105 @@ class _Normalizer:
             if error is not None:
                 where = f"{ptr}/{keyword}" + ("" if index is None else f"/{index}")
                 label = keyword if index is None else f"enum value #{index}"
-                raise ToolSchemaError(
+                raise (_Unsatisfiable if merged else ToolSchemaError)(
                     f"{label} {json.dumps(value, ensure_ascii=False)} does not fit its own node: {error.message}; "
                     f"fix the value or the node's type",
                     tool=self.tool,
                     pointer=where,
                     keyword=keyword,
                 )
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """JSON equality as ``enum``/``const`` mean it (``1`` and ``1.0`` equal, ``true`` and ``1`` not)."""
+    return _canonical_value(a) == _canonical_value(b)
+
+
+def _canonical_value(value: Any) -> str:
+    def plain(v: Any) -> Any:
+        if isinstance(v, bool) or v is None or isinstance(v, str):
+            return v
+        if isinstance(v, int | float):
+            return ["number", float(v) if float(v) == v else v]
+        if isinstance(v, dict):
+            return {k: plain(x) for k, x in v.items()}
+        return [plain(x) for x in v]
+
+    return json.dumps(plain(value), sort_keys=True)
+
+
+def _value_types(schema: Any) -> set[str] | None:
+    """The JSON types of the values a normalized schema accepts (``None``: any)."""
+    if not isinstance(schema, dict) or not schema:
+        return None
+    literals = [schema["const"]] if "const" in schema else schema.get("enum")
+    if literals is not None:
+        return {
+            _json_type_name(v) if not (isinstance(v, int) and not isinstance(v, bool)) else "integer" for v in literals
+        }
+    if "anyOf" in schema:
+        out: set[str] = set()
+        for branch in schema["anyOf"]:
+            got = _value_types(branch)
+            if got is None:
+                return None
+            out |= got
+        return out
+    declared = schema.get("type")
+    if declared is None:
+        return None
+    return set(declared) if isinstance(declared, list) else {declared}
+
+
+def _disjoint(a: Any, b: Any) -> bool:
+    """Whether no value can satisfy both normalized schemas, by what is easy to prove (else False)."""
+    if isinstance(a, dict) and "anyOf" in a:
+        return all(_disjoint(x, b) for x in a["anyOf"])
+    if isinstance(b, dict) and "anyOf" in b:
+        return all(_disjoint(a, x) for x in b["anyOf"])
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return False
+    for x, y in ((a, b), (b, a)):
+        literals = [x["const"]] if "const" in x else x.get("enum")
+        if literals is not None:
+            other = jsonschema.Draft202012Validator(y, format_checker=FORMAT_CHECKER)
+            return not any(other.is_valid(v) for v in literals)
+    ta, tb = _value_types(a), _value_types(b)
+    if ta is not None and tb is not None:
+        # A number type holds the integers too (1.0 is an integer to JSON Schema, and 1 a number).
+        wide_a = ta | ({"integer"} if "number" in ta else set()) | ({"number"} if "integer" in ta else set())
+        if not wide_a & tb:
+            return True
+        common = ta & tb | (
+            {"integer"} if ("number" in ta and "integer" in tb) or ("integer" in ta and "number" in tb) else set()
+        )
+        if common <= {"object"} and _records_disjoint(a, b):
+            return True
+        if common <= {"number", "integer"} and _ranges_disjoint(a, b):
+            return True
+    return False
+
+
+def _records_disjoint(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Two record nodes that both require a property whose schemas exclude each other (a discriminator)."""
+    pa, pb = a.get("properties"), b.get("properties")
+    if not isinstance(pa, dict) or not isinstance(pb, dict):
+        return False
+    both = set(a.get("required", ())) & set(b.get("required", ()))
+    return any(_disjoint(pa[name], pb[name]) for name in both if name in pa and name in pb)
+
+
+def _ranges_disjoint(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Two numeric nodes whose bounds do not meet."""
+    ra, rb = Bounds(a), Bounds(b)
+    for low, high in ((ra, rb), (rb, ra)):
+        if (
+            low.hi is not None
+            and high.lo is not None
+            and (low.hi < high.lo or (low.hi == high.lo and (low.hi_open or high.lo_open)))
+        ):
+            return True
+    return False
 
 
 def _unescape(token: str) -> str:

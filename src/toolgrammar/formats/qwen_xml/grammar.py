@@ -10,13 +10,14 @@
 ``VALUE`` by the parameter's schema, always something :func:`.parser.convert_value` reads back as a
 schema-valid value:
 
-- ``string``: raw text, any characters, such that ``"\\n" + VALUE`` contains none of
+- ``string``: raw text (with ``pattern``, ``format``, ``minLength``/``maxLength``: the decoded
+  string those keywords allow, written as it is), any characters, such that ``"\\n" + VALUE`` contains none of
   :data:`.parser.VALUE_FORBIDDEN` (so the parser's value end is exactly the ``\\n</parameter>``
   that follows). Markers elsewhere in the text are fine: ``</tool_call>``, ``<tool_call>``, an
   inline ``</parameter>`` all survive.
 - ``integer``: a JSON integer (any length: the parser keeps it exact). ``number``: a JSON integer,
   or a JSON number with a fraction or exponent whose magnitude stays finite (:func:`finite_number`:
-  exponents up to +299).
+  exponents up to +299). With bounds, the numbers :mod:`toolgrammar.schema_numbers` allows.
 - ``boolean``: ``true``/``false``, and the ``True``/``False`` the Qwen3-Coder-30B and Qwen3.5
   templates write. ``null``: ``null``, and the templates' ``None``.
 - ``object`` / ``array``: canonical JSON from :mod:`toolgrammar.json_grammar` (its strings also
@@ -41,16 +42,18 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from ...automaton import Members, Node, alt, avoiding, group, lit, seq, star, utf8_char
-from ...errors import GrammarError
+from ...errors import GrammarError, ToolSchemaError
 from ...json_grammar import (
     MAX_FLOAT_INT_DIGITS,
     MAX_SHORT_INT_DIGITS,
     SchemaContext,
     check_size,
     finite_number,
-    json_integer,
+    integer_value,
+    number_value,
     schema_node,
 )
+from ...schema_strings import StringSchemaError, constrained_text, string_language
 from .parser import FUNCTION_CLOSE, FUNCTION_OPEN, PARAMETER_CLOSE, PARAMETER_OPEN, VALUE_FORBIDDEN, convert_value
 
 if TYPE_CHECKING:
@@ -130,11 +133,18 @@ def value_node(schema: dict[str, Any], ctx: SchemaContext, string_avoid: tuple[s
 
 def _typed(schema: dict[str, Any], type_: str, ctx: SchemaContext, string_avoid: tuple[str, ...], pointer: str) -> Node:
     if type_ == "string":
-        return text_value(string_avoid)
+        try:
+            rx = string_language(schema)
+        except StringSchemaError as error:  # the normalizer refuses these first
+            raise ToolSchemaError(str(error), tool=ctx.tool or None, pointer=pointer, keyword=error.keyword) from None
+        if rx is None:
+            return text_value(string_avoid)
+        # The raw text is the decoded string itself: the pattern, format and length apply to it as written.
+        return constrained_text(rx, "raw", string_avoid, lead="\n")
     if type_ == "integer":
-        return seq(lit("\n"), json_integer())
+        return seq(lit("\n"), integer_value(schema, ctx, pointer))
     if type_ == "number":
-        return seq(lit("\n"), finite_number())
+        return seq(lit("\n"), number_value(schema, ctx, pointer))
     if type_ == "boolean":
         return seq(lit("\n"), alt(lit("true"), lit("false"), lit("True"), lit("False")))
     if type_ == "null":

@@ -619,7 +619,10 @@ def _validator(schema: dict[str, Any]) -> Any:
         return entry[1]
     from jsonschema import Draft202012Validator  # lazy: only ambiguous readings need it
 
-    validator = Draft202012Validator(schema)
+    from ...schema_formats import FORMAT_CHECKER
+
+    # The judge checks formats (toolgrammar.checks): a reading is chosen by the same rules.
+    validator = Draft202012Validator(schema, format_checker=FORMAT_CHECKER)
     if len(_VALIDATORS) > 4096:
         _VALIDATORS.clear()
     _VALIDATORS[id(schema)] = (schema, validator)
