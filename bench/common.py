@@ -40,8 +40,8 @@ now_ns = time.perf_counter_ns
 # ------------------------------------------------------------------------------------------ the machine
 
 
-def machine_info() -> dict[str, Any]:
-    """What the numbers were measured on: CPU model, cores, library versions."""
+def machine_info(*, git: bool = True) -> dict[str, Any]:
+    """What the numbers were measured on: CPU model, cores, library versions (and the commit, unless ``git=False``)."""
     cpu = platform.processor() or "?"
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -61,7 +61,7 @@ def machine_info() -> dict[str, Any]:
         except importlib.metadata.PackageNotFoundError:
             versions[dist] = None
     return {
-        "git": _git_state(),
+        "git": _git_state() if git else "not recorded",
         "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "cpu": cpu,
         "nproc": usable,

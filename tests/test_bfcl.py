@@ -32,6 +32,7 @@ import pytest
 from toolgrammar import bfcl
 from toolgrammar.bfcl import BfclItem, DecodeError, check_ast, decode_hermes, score_decoded
 from toolgrammar.compare import CompareConfig, CompareError, Generation
+from toolgrammar.errors import ToolSchemaError
 from toolgrammar.tools import load_tools
 
 HERE = Path(__file__).resolve().parent
@@ -201,14 +202,31 @@ def test_conversion_to_openai_tools_and_grammar_tools():
     }
     assert properties["style"]["type"] == "object" and properties["sides"]["items"] == {"type": "integer"}
     assert TRIANGLE["parameters"]["type"] == "dict"  # the input is not modified
-    ready, notes = bfcl.grammar_tools(tools)
-    assert notes == ['geometry_area_triangle: /properties/base/format: dropped "float"']
-    toolset = load_tools(ready)
+    toolset, notes = bfcl.grammar_tools(tools)
+    assert notes == [
+        "tool 'geometry_area_triangle', at /properties/base/format: format 'float' dropped: the grammar does not "
+        "enforce it (lenient=True)"
+    ]
     assert toolset.names == ("geometry_area_triangle",)
-    assert toolset["geometry_area_triangle"].parameters["properties"]["base"]["type"] == "number"
+    assert toolset["geometry_area_triangle"].parameters["properties"]["base"] == {"type": "number"}
+    assert toolset.to_openai() == tools  # the chat template shows the tools as BFCL sends them
+    assert load_tools(toolset) is toolset
+
+
+def test_grammar_tools_loads_strictly_when_it_can():
+    clean = {"type": "dict", "properties": {"height": {"type": "integer", "maximum": 9}}, "required": ["height"]}
+    tools = bfcl.to_openai_tools([{**TRIANGLE, "parameters": clean}], "parallel")
+    toolset, notes = bfcl.grammar_tools(tools)
+    assert notes == [] and toolset == load_tools(tools)
+    strings, notes = bfcl.grammar_tools(bfcl.to_openai_tools([TRIANGLE], "simple_python"), mode="strings")
+    assert strings.mode == "strings" and notes == []  # the strings mode reads only the top-level names
+    assert strings["geometry_area_triangle"].parameters["properties"]["base"] == {"type": "string"}
 
 
 def test_grammar_tools_drops_what_the_grammar_cannot_enforce_and_says_so():
+    def deep(kind: str) -> dict[str, Any]:
+        return {"type": "array", "items": {"type": kind, "items": {"type": "any"}}}
+
     messy = {
         "name": "book",
         "description": "Book.",
@@ -219,24 +237,56 @@ def test_grammar_tools_drops_what_the_grammar_cannot_enforce_and_says_so():
                 "free": {"type": "boolean", "description": "F.", "enum": ["True", "False"]},
                 "tags": {"type": "array", "description": "T.", "items": {"type": "string"}, "enum": ["a", "b"]},
                 "when": {"type": "dict", "description": "W.", "required": ["day"]},
-                "fee": {"type": "integer", "description": "Fee.", "maximum": 400},
+                "fee": {"type": "integer", "description": "Fee.", "maximum": 400, "minItems": 1},
+                # BFCL converts the types of two levels of items; below, its own names stay
+                "rooms": {"type": "array", "description": "R.", "items": {"type": "array", "items": deep("Hashtable")}},
+                "pairs": {"type": "array", "description": "P.", "items": {"type": "array", "items": deep("tuple")}},
             },
-            "required": ["adults"],
+            "required": ["adults", "kids"],
             "optional": ["free"],
         },
+        "response": {"type": "dict", "properties": {"ok": {"type": "boolean"}}},
     }
-    tools, notes = bfcl.grammar_tools(bfcl.to_openai_tools([messy], "live_multiple"))
-    assert set(notes) == {
-        "book: /properties/fee/maximum: dropped 400",
-        'book: /optional: dropped ["free"]',
-        'book: /properties/adults/enum: dropped ["1", "2"] (not of type \'integer\')',
-        'book: /properties/free/enum: dropped ["True", "False"] (not of type \'boolean\')',
-        'book: /properties/tags/enum: dropped ["a", "b"] (not of type \'array\')',
-        "book: /properties/when/required: dropped ['day']",
-    }
-    parameters = load_tools(tools)["book"].parameters
+    tools = bfcl.to_openai_tools([messy], "live_multiple")
+    toolset, notes = bfcl.grammar_tools(tools)
+
+    def note(at: str, what: str, by: str = "bfcl.grammar_tools") -> str:
+        return f"tool 'book', at {at}: {what} ({by})"
+
+    by = "lenient=True"
+
+    assert notes == [
+        note("/", "key 'response' of the function object dropped (load_tools does not take it)"),
+        note("/required", 'dropped ["kids"] (not declared in properties)'),
+        note("/properties/adults/enum", 'enum ["1", "2"] dropped: not all of type ["integer"]'),
+        note("/properties/free/enum", 'enum ["True", "False"] dropped: not all of type ["boolean"]'),
+        note("/properties/tags/enum", 'enum ["a", "b"] dropped: not all of type ["array"]'),
+        note("/properties/when/required", 'dropped ["day"] (not declared in properties)'),
+        note("/properties/fee/minItems", 'minItems dropped: it applies to arrays, the type is "integer"'),
+        note("/properties/rooms/items/items/items/type", 'type "Hashtable" read as "object"'),
+        note("/properties/rooms/items/items/items/items", 'items dropped: it applies to arrays, the type is "object"'),
+        note("/optional", "BFCL's optional flag dropped (required decides what is required)", "lenient=True"),
+        note("/properties/pairs/items/items/items/type", 'type "tuple" read as "array"', "lenient=True"),
+        note("/properties/pairs/items/items/items/items/type", 'type "any" read as any value (type dropped)', by),
+    ]
+    parameters = toolset["book"].parameters
     assert parameters["properties"]["adults"] == {"type": "integer"}
+    assert parameters["properties"]["fee"] == {"type": "integer", "maximum": 400}  # enforceable: kept
+    deepest = {name: parameters["properties"][name]["items"]["items"]["items"] for name in ("pairs", "rooms")}
+    assert deepest == {"pairs": {"type": "array", "items": {}}, "rooms": {"type": "object", "additionalProperties": {}}}
     assert "enum" not in parameters["properties"]["free"] and parameters["required"] == ["adults"]
+    assert "response" not in toolset["book"].source["function"] and "response" in tools[0]["function"]
+
+
+def test_grammar_tools_raises_what_it_cannot_adapt():
+    def one(schema: dict[str, Any]) -> list[dict[str, Any]]:
+        doc = {"name": "f", "description": "F.", "parameters": {"type": "dict", "properties": {"a": schema}}}
+        return bfcl.to_openai_tools([doc], "simple_python")
+
+    with pytest.raises(ToolSchemaError, match="multipleOf"):  # nothing to adapt: lenient loading's own error
+        bfcl.grammar_tools(one({"type": "integer", "description": "A.", "multipleOf": 5}))
+    with pytest.raises(ToolSchemaError, match="uniqueItems"):  # adapted (required), still refused
+        bfcl.grammar_tools(one({"type": "array", "description": "A.", "uniqueItems": True, "required": ["x"]}))
 
 
 def test_java_categories_are_refused():
@@ -508,7 +558,7 @@ def test_data_located_and_loaded_like_bfcl(bfcl_python, bfcl_data, tmp_path):
 @pytest.mark.slow
 def test_tools_converted_like_bfcl_and_loadable(bfcl_python, bfcl_data, tmp_path):
     """Every item's tools equal BFCL's convert_to_tool(..., OPENAI_COMPLETIONS) output (language hint included,
-    Java/JS too), and every Python item's tools load with load_tools once grammar_tools has adapted them."""
+    Java/JS too), and every Python item's tools load through grammar_tools (strict, else lenient, else adapted)."""
     categories = [*bfcl.CATEGORIES, "simple_java", "simple_javascript"]
     reference = _ask_bfcl(bfcl_python, {"categories": [], "convert": categories, "cases": []}, tmp_path)
     compared = 0
@@ -522,7 +572,7 @@ def test_tools_converted_like_bfcl_and_loadable(bfcl_python, bfcl_data, tmp_path
             assert bfcl.to_openai_tools(functions, category) == tools, entry_id
             compared += 1
             if category in bfcl.CATEGORIES:
-                assert len(load_tools(bfcl.grammar_tools(tools)[0])) == len(tools)  # some items offer no tool
+                assert len(bfcl.grammar_tools(tools)[0]) == len(tools)  # some items offer no tool
     assert compared == 3641
 
 

@@ -40,9 +40,12 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import ToolgrammarError
+
+if TYPE_CHECKING:
+    from .tools import ToolSet
 
 __all__ = [
     "AST_CATEGORIES",
@@ -396,89 +399,179 @@ _JSON_TYPE_CHECKS: dict[str, Any] = {
 
 
 def _fits(value: Any, types: Any) -> bool:
-    names = types if isinstance(types, list) else [types]
+    names = types if isinstance(types, list | tuple) else [types]
     return any(name in _JSON_TYPE_CHECKS and _JSON_TYPE_CHECKS[name](value) for name in names)
 
 
-_KEPT_KEYWORDS = frozenset(
-    {
-        "type",
-        "enum",
-        "const",
-        "properties",
-        "required",
-        "additionalProperties",
-        "items",
-        "minItems",
-        "maxItems",
-        "anyOf",
-    }
-)
-"""What :func:`grammar_tools` keeps: keywords ``load_tools`` has always enforced, which BFCL's checker checks
-or which its data uses as types and structure. Everything else is dropped (and listed): ``format``,
-``maximum``, ``optional``... BFCL's checker enforces none of them."""
-_TOP_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties"})
-_ANNOTATIONS = frozenset({"description", "title", "default", "examples"})
+_TYPED_KEYWORDS: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(("properties", "required", "additionalProperties"), ("object",)),
+    **dict.fromkeys(("items", "minItems", "maxItems"), ("array",)),
+    **dict.fromkeys(("minLength", "maxLength", "pattern", "format"), ("string",)),
+    **dict.fromkeys(("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"), ("number", "integer")),
+}
+"""Keywords that apply to one kind of value: ``load_tools`` refuses them on a node of another type, lenient too."""
+_FUNCTION_KEYS = frozenset({"name", "description", "parameters", "strict"})
+"""The keys ``load_tools`` takes in a tool's ``function`` object (BFCL's multi-turn docs add ``response``)."""
 
 
-def grammar_tools(tools: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
-    """BFCL's OpenAI tools made loadable by :func:`toolgrammar.tools.load_tools` (schema mode), and what changed.
+def grammar_tools(tools: Sequence[Mapping[str, Any]], *, mode: str = "schema") -> tuple[ToolSet, list[str]]:
+    """BFCL's OpenAI tools loaded for the grammar: strictly where they are valid, leniently where not.
 
-    ``load_tools`` refuses what the grammar cannot enforce rather than drop it silently; BFCL's tools
-    carry keywords its checker never checks (``"format": "float"`` on every float, ``"optional"``,
-    ``maximum``) and data slips (``enum: ["1", "2"]`` on an integer, ``enum: ["True", "False"]`` on a
-    boolean, a string ``enum`` on an array, ``required`` naming undeclared keys, ``minItems`` on an
-    integer). Each is dropped here and listed in the returned notes (``tool: pointer: what``): keywords
-    outside :data:`_KEPT_KEYWORDS` (annotations stay); an ``enum`` with a
-    value that does not fit the node's own ``type`` (the type stays: it is what BFCL's checker checks);
-    ``required`` names that are not declared; array keywords on non-array nodes; and any type name left
-    in BFCL's dialect below the depth BFCL converts is mapped by :data:`GORILLA_TO_OPENAPI`. Names and
-    descriptions are untouched, so the prompt shows what BFCL shows. (``load_tools`` has no lenient mode
-    of its own yet; this is the BFCL-specific one.)
+    Returns the :class:`~toolgrammar.tools.ToolSet` (``mode``: ``"schema"`` or ``"strings"``) and the notes
+    (one string per change: tool, pointer, what was done). Its sources (what a chat template shows) are the
+    tools as BFCL sends them, less what step 3 drops. In turn:
+
+    1. ``load_tools(tools)``: strict; no notes.
+    2. ``load_tools(tools, lenient=True)``: every :class:`~toolgrammar.errors.ToolSchemaWarning` becomes a
+       note. This is where BFCL's ``"format": "float"`` (on every float) and ``"optional"`` flag go, and its
+       type names below the depth BFCL converts (``tuple``, ``float``, ``dict``; ``any`` reads as any
+       value). Whatever toolgrammar enforces (``maximum``, ``pattern``, ``minItems``, a known ``format``...)
+       is kept and enforced.
+    3. Only when lenient loading still refuses the list: BFCL's data slips that lenient mode refuses by
+       design (not dirty spellings: contradictions, shapes the grammar does not take, keywords it reads as
+       mistakes) are dropped here, each with a note ending in ``(bfcl.grammar_tools)``, and the list is
+       loaded leniently again:
+
+       - an ``enum`` with a value that does not fit the node's own ``type`` (``enum: ["1", "2"]`` on an
+         integer, ``["True", "False"]`` on a boolean, a string ``enum`` on an array): the type stays, it
+         is what BFCL's checker checks;
+       - a keyword for another type than the node's (``minItems`` on an integer, ``required`` on a string);
+       - ``required`` names that are not declared in ``properties``;
+       - a type name neither JSON Schema nor lenient mode knows (``Hashtable``, ``Queue``...): mapped by
+         :data:`GORILLA_TO_OPENAPI`, anything else ``string``, as BFCL maps the levels it converts;
+       - keys of the ``function`` object ``load_tools`` does not take (the multi-turn docs' ``response``,
+         the return value's description).
+
+    Anything still refused raises :class:`~toolgrammar.errors.ToolSchemaError` (lenient loading's own
+    error when step 3 changed nothing); a schema too large to build is refused later, by the compiler.
+    Names and descriptions are never changed. ``bench/bfcl_coverage.py`` measures the three steps on every
+    schema BFCL ships.
     """
-    from .tools import JSON_TYPES
+    from .errors import ToolSchemaError
+    from .tools import load_tools
+
+    listed = [dict(t) for t in tools]
+    try:
+        return load_tools(listed, mode=mode), []  # type: ignore[arg-type]
+    except ToolSchemaError:
+        pass
+    try:
+        return _load_lenient(listed, mode, [])
+    except ToolSchemaError as error:
+        refused = error
+    adapted, notes = _adapt(listed)
+    if not notes:
+        raise refused
+    return _load_lenient(adapted, mode, notes)
+
+
+def _load_lenient(tools: list[dict[str, Any]], mode: str, notes: list[str]) -> tuple[ToolSet, list[str]]:
+    """``load_tools(tools, lenient=True)``, its warnings appended to ``notes`` (other warnings passed on)."""
+    import warnings
+
+    from .errors import ToolSchemaWarning
+    from .tools import load_tools
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        toolset = load_tools(tools, mode=mode, lenient=True)  # type: ignore[arg-type]
+    for warning in caught:
+        if issubclass(warning.category, ToolSchemaWarning):
+            notes.append(str(warning.message))
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    return toolset, notes
+
+
+def _adapt(tools: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Step 3 of :func:`grammar_tools`: a copy of ``tools`` without the slips lenient loading refuses."""
+    from .schema_formats import FORMATS
+    from .tools import JSON_TYPES, LENIENT_TYPE_NAMES
 
     notes: list[str] = []
-    out = copy.deepcopy([dict(t) for t in tools])
+    out = copy.deepcopy(tools)
+
+    def note(tool: str, pointer: str, what: str) -> None:
+        notes.append(f"tool {tool!r}, at {pointer or '/'}: {what} (bfcl.grammar_tools)")
+
+    def types_of(schema: dict[str, Any], pointer: str, tool: str) -> tuple[str, ...] | None:
+        """The JSON types lenient loading reads the node's ``type`` as (``None``: any value)."""
+        if "type" not in schema:
+            return None
+        kind = schema["type"]
+        names = kind if isinstance(kind, list) else [kind]
+        read: list[str] = []
+        for index, name in enumerate(names):
+            if not isinstance(name, str):
+                return None  # not a name: lenient loading says what is wrong
+            if name not in JSON_TYPES and name not in LENIENT_TYPE_NAMES:
+                mapped = GORILLA_TO_OPENAPI.get(name, "string")
+                note(tool, f"{pointer}/type", f"type {json.dumps(name)} read as {json.dumps(mapped)}")
+                if isinstance(kind, list):
+                    kind[index] = mapped
+                else:
+                    schema["type"] = mapped
+                name = mapped
+            target = name if name in JSON_TYPES else LENIENT_TYPE_NAMES[name]
+            if target is None:
+                return None
+            read.append(target)
+        return tuple(read)
 
     def node(schema: Any, pointer: str, tool: str, top: bool = False) -> None:
         if not isinstance(schema, dict):
             return
-        allowed = (_TOP_KEYWORDS if top else _KEPT_KEYWORDS) | _ANNOTATIONS
-        for keyword in [k for k in schema if k not in allowed]:
-            notes.append(f"{tool}: {pointer}/{keyword}: dropped {json.dumps(schema.pop(keyword))[:40]}")
-        kind = schema.get("type")
-        if isinstance(kind, str) and kind not in JSON_TYPES:
-            schema["type"] = GORILLA_TO_OPENAPI.get(kind, "string")
-            notes.append(f"{tool}: {pointer}/type: {kind!r} -> {schema['type']!r}")
-            kind = schema["type"]
-        if kind is not None and "array" not in (kind if isinstance(kind, list) else [kind]):
-            for keyword in ("items", "minItems", "maxItems"):
-                if keyword in schema:
-                    schema.pop(keyword)
-                    notes.append(f"{tool}: {pointer}/{keyword}: dropped (the node's type is {kind!r})")
-        if kind is not None and "enum" in schema and not all(_fits(v, kind) for v in schema["enum"]):
-            values = schema.pop("enum")
-            notes.append(f"{tool}: {pointer}/enum: dropped {json.dumps(values)[:60]} (not of type {kind!r})")
-        if "required" in schema:
-            declared = schema.get("properties") or {}
-            kept = [name for name in schema["required"] if name in declared]
-            if kept != schema["required"]:
-                notes.append(f"{tool}: {pointer}/required: dropped {sorted(set(schema['required']) - set(kept))}")
+        types = types_of(schema, pointer, tool)
+        if types:
+            for keyword, kinds in _TYPED_KEYWORDS.items():
+                if keyword not in schema or set(kinds) & set(types):
+                    continue
+                value = schema[keyword]
+                if keyword == "format" and value not in FORMATS:
+                    continue  # lenient loading drops an unknown format itself
+                if keyword == "required" and isinstance(value, bool):
+                    continue  # draft 3's flag: lenient loading lifts it into the parent's required
+                del schema[keyword]
+                shown = json.dumps(types[0] if len(types) == 1 else list(types))
+                note(tool, f"{pointer}/{keyword}", f"{keyword} dropped: it applies to {kinds[0]}s, the type is {shown}")
+            enum = schema.get("enum")
+            if isinstance(enum, list) and not all(_fits(v, types) for v in enum):
+                del schema["enum"]
+                shown = json.dumps(enum, ensure_ascii=False)
+                shown = shown if len(shown) <= 60 else shown[:56] + " ..."
+                note(tool, f"{pointer}/enum", f"enum {shown} dropped: not all of type {json.dumps(list(types))}")
+        required = schema.get("required")
+        if isinstance(required, list):
+            declared = schema.get("properties")
+            declared = declared if isinstance(declared, dict) else {}
+            kept = list(dict.fromkeys(n for n in required if isinstance(n, str) and n in declared))
+            if kept != required:
+                dropped = [n for n in required if n not in kept]
+                note(tool, f"{pointer}/required", f"dropped {json.dumps(dropped)} (not declared in properties)")
                 if kept or top:
                     schema["required"] = kept
                 else:
                     del schema["required"]
-        for name, child in (schema.get("properties") or {}).items():
-            node(child, f"{pointer}/properties/{name}", tool)
+        properties = schema.get("properties")
+        for name, child in properties.items() if isinstance(properties, dict) else ():
+            node(child, f"{pointer}/properties/{name.replace('~', '~0').replace('/', '~1')}", tool)
         node(schema.get("items"), f"{pointer}/items", tool)
         node(schema.get("additionalProperties"), f"{pointer}/additionalProperties", tool)
-        for index, child in enumerate(schema.get("anyOf") or []):
-            node(child, f"{pointer}/anyOf/{index}", tool)
+        for keyword in ("anyOf", "oneOf", "allOf"):
+            branches = schema.get(keyword)
+            for index, child in enumerate(branches if isinstance(branches, list) else ()):
+                node(child, f"{pointer}/{keyword}/{index}", tool)
 
     for tool in out:
-        function = tool["function"]
-        node(function.get("parameters"), "", function["name"], top=True)
+        function = tool.get("function", tool)
+        if not isinstance(function, dict):
+            continue
+        name = str(function.get("name"))
+        if "function" in tool:
+            for key in [k for k in function if k not in _FUNCTION_KEYS]:
+                del function[key]
+                note(name, "", f"key {key!r} of the function object dropped (load_tools does not take it)")
+        node(function.get("parameters"), "", name, top=True)
     return out, notes
 
 

@@ -152,7 +152,6 @@ def run_suite(
     tools (an item whose tools still fail to load is an error, never skipped). Raises :class:`CompareError`.
     """
     from .errors import ToolSchemaError
-    from .tools import load_tools
 
     _check_config(config)
     try:
@@ -161,9 +160,10 @@ def run_suite(
         for category in categories:
             items = bfcl.load_category(category, data)
             for item in items[: config.limit] if config.limit else items:
-                tools, notes = bfcl.grammar_tools(bfcl.to_openai_tools(item.functions, category))
                 try:
-                    toolset = load_tools(tools, mode=config.mode)  # type: ignore[arg-type]
+                    toolset, notes = bfcl.grammar_tools(
+                        bfcl.to_openai_tools(item.functions, category), mode=config.mode
+                    )
                 except ToolSchemaError as error:
                     raise CompareError(f"BFCL item {item.id}: its tools do not load: {error}") from error
                 prompt = next((m["content"] for m in item.messages if m.get("role") == "user"), "")
