@@ -520,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
         records.append(measure(schema, vocab))
         if index % 250 == 0 or index == len(schemas):
             print(f"{index}/{len(schemas)} schemas, {time.perf_counter() - started:.0f} s", file=sys.stderr)
-    info = machine_info(git=False)
+    info = machine_info()
     info["command"] = "bench/bfcl_coverage.py" + (f" --limit {args.limit}" if args.limit else "")
     info["bfcl"] = data.source
     info["wall_s"] = time.perf_counter() - started
