@@ -121,3 +121,26 @@ def test_the_trap_is_never_a_path(vocab):
     for state in range(tg.n_states):
         tg.mask(state)
     assert not tg.auto.stubs
+
+
+def test_masks_do_not_depend_on_which_tools_were_built_before(vocab, qwen3_tokenizer):
+    """The same turn under the same budget gets the same masks whether or not other tools' tails exist:
+    a turn's tokens never depend on what earlier turns happened to call (the same prompt and seed give
+    the same output)."""
+    hermes = get_format("hermes")
+    grammar = compile_turn(many_tools(12, "history"), tool_choice="required", cache=False)
+    turn = hermes.render_call("history_tool_7", {"n": 3, "ok": True})
+    ids = qwen3_tokenizer.encode(turn, add_special_tokens=False)
+    fresh = TokenGrammar(grammar, vocab)
+    seasoned = TokenGrammar(grammar, vocab)
+    for name, args in (("history_tool_1", {"n": 1}), ("history_tool_2", {}), ("history_tool_4", {"n": 5})):
+        cursor = Cursor(seasoned, 300)
+        for token in qwen3_tokenizer.encode(hermes.render_call(name, args), add_special_tokens=False):
+            cursor.mask()
+            assert cursor.advance(token), cursor.error
+    assert len(seasoned.auto.expanded) > len(fresh.auto.expanded)
+    for budget in (len(ids) + 1, len(ids) + 4, 200):
+        a, b = Cursor(fresh, budget), Cursor(seasoned, budget)
+        for token in ids:
+            assert np.array_equal(allowed_ids(a.mask(), vocab.n_tokens), allowed_ids(b.mask(), vocab.n_tokens))
+            assert a.advance(token) and b.advance(token)

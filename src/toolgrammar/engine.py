@@ -445,8 +445,8 @@ class TokenGrammar:
         self._selected = grammar.options.selected_tools(grammar.tools) if grammar.options.tool_choice != "none" else []
         if self._selected:
             self._add_literal_tokens(list(tool_literals(self._selected[0], grammar.format)))
-        for stub in list(self.auto.expanded):
-            self._add_tail_tokens(stub)
+        for stub in list(self.auto.expanded):  # built with the grammar (one tool): part of the base
+            self._dist_tokens |= self._tail_tokens(stub)
         # A stub not built yet costs the tokens of its tail's shortest string, tokenized greedily
         # (a real path); those tokens join the bound's walk so the bound after building is no larger.
         self._stub_weights: dict[int, int] = {}
@@ -488,15 +488,21 @@ class TokenGrammar:
         self._expand(set(self.auto.stubs))
 
     def _add_literal_tokens(self, texts: list[str | bytes]) -> None:
+        self._dist_tokens |= self._literal_tokens(texts)
+
+    def _literal_tokens(self, texts: list[str | bytes]) -> set[int]:
+        """Every token that spells a piece (up to 32 bytes) of one of ``texts``."""
         id_of = self.vocab._id_of_bytes
         special = self.vocab.special_ids
+        out: set[int] = set()
         for text in texts:
             data = text.encode("utf-8") if isinstance(text, str) else text
             for i in range(len(data)):
                 for j in range(i + 1, min(len(data), i + 32) + 1):
                     tid = id_of.get(data[i:j])
                     if tid is not None and tid not in special:
-                        self._dist_tokens.add(tid)
+                        out.add(tid)
+        return out
 
     def _greedy_tokens(self, data: bytes) -> list[int]:
         """``data`` cut into the longest tokens first (every byte is a token in byte-level vocabularies)."""
@@ -515,30 +521,66 @@ class TokenGrammar:
                 raise TokenizerError(f"byte {data[i]:#x} is not a token of {self.vocab.name!r}")
         return out
 
-    def _add_tail_tokens(self, stub: int) -> None:
+    def _tail_tokens(self, stub: int) -> set[int]:
+        """The bound's tokens for one tail: the base set and the pieces of that tool's literals."""
         _e, j, b = self.auto.expanded[stub]
         d = self.grammar.skeleton.dispatches[j]
         texts: list[str | bytes] = list(literal_bytes(d.tails[b]))
         if len(self._selected) == len(d.keys):  # the format's dispatch is over the selected tools, in order
             texts.extend(tool_literals(self._selected[b], self.grammar.format))
-        self._add_literal_tokens(texts)
+        return self._literal_tokens(texts) | self._dist_tokens
 
     def _expand(self, stubs: set[int]) -> None:
-        """Build the tails behind ``stubs``; every cache that read the old automaton is dropped."""
+        """Build the tails behind ``stubs`` and bound their new states.
+
+        Nothing computed before changes: the states that existed keep their bound (a stub keeps the
+        cost of its tail's shortest string), and each tail's states are bounded from the tail alone
+        and the states it leads back to. So masks, budgets and bounds do not depend on which tools
+        earlier turns happened to build: the same prompt and seed give the same tokens.
+        """
         with self._lock:
-            grew = [self.auto.expand(stub) for stub in stubs]
-            if not any(grew):
-                return
-            for stub, done in zip(stubs, grew, strict=True):
-                if done:
-                    self._add_tail_tokens(stub)
-            self.n_expansions += sum(grew)
-            self._refresh()
-            self.dist = self._distances()
-            self._masks.clear()
-            self._needs.clear()
-            self._budget_masks.clear()
-            self._steps.clear()
+            for stub in sorted(stubs):
+                before = self.auto.n_states
+                if not self.auto.expand(stub):
+                    continue
+                self.n_expansions += 1
+                self._refresh()
+                tail = self._tail_distances(before, self.auto.n_states, self._tail_tokens(stub))
+                self.dist = np.concatenate([self.dist, tail])
+
+    def _tail_distances(self, lo: int, hi: int, tokens: set[int]) -> np.ndarray:
+        """The bound of states ``lo..hi-1`` (one tail): token edges inside it, and out of it to states
+        whose bound is known (the grammar after the dispatch)."""
+        table = self.table
+        t = self.transitions
+        states = np.arange(lo, hi, dtype=np.int32)
+        src_list, dst_list = [], []
+        for tok in sorted(tokens):
+            cur = states.copy()
+            for x in table.symbols(tok).tolist():
+                if x == EOS:
+                    cur[:] = DEAD
+                    break
+                cur = t[cur, x]
+            ok = (cur >= 0) & (cur != self.auto.trap)
+            src_list.append(states[ok])
+            dst_list.append(cur[ok])
+        src = np.concatenate(src_list).astype(np.int64)
+        dst = np.concatenate(dst_list).astype(np.int64)
+        d = np.full(hi - lo, INF, dtype=np.int64)
+        d[self.safe[lo:hi]] = 0
+        out = (dst < lo) | (dst >= hi)
+        known = out & (dst < len(self.dist))
+        if known.any():
+            np.minimum.at(d, src[known] - lo, self.dist[dst[known]].astype(np.int64) + 1)
+        s_in, d_in = src[~out] - lo, dst[~out] - lo
+        while len(s_in):
+            new = d.copy()
+            np.minimum.at(new, s_in, d[d_in] + 1)
+            if np.array_equal(new, d):
+                break
+            d = new
+        return np.minimum(d, INF).astype(np.int32)
 
     def _stubs_hit(self, state: int, tokens: np.ndarray) -> set[int]:
         """The stubs that ``tokens`` (walked from ``state`` into the trap) pass through."""
