@@ -13,10 +13,10 @@ stub needs nothing yet.
 
 What stays exact: the language. Every tail is the same DFA the whole-turn compile would embed, the
 trie spells exactly the keys, and the joins are checked to be deterministic (a conflict raises
-rather than merge). The budget bound is computed with each stub's tail counted as its shortest
-string (:func:`~toolgrammar.automaton.shortest_witness`, one token per byte), an upper bound on its
-true cost, and recomputed after each expansion (it can only go down, so every state already entered
-stays within budget).
+rather than merge). The budget bound (:class:`toolgrammar.engine.TokenGrammar`) counts each stub's
+tail as its shortest string (:func:`~toolgrammar.automaton.shortest_witness`) cut into real tokens,
+an upper bound on its true cost; a built tail's states are bounded from the tail alone and the states
+it leads back to, and no earlier bound changes, so nothing depends on the order tails were built in.
 """
 
 from __future__ import annotations
