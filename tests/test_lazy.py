@@ -50,7 +50,7 @@ def test_a_turn_builds_only_the_tool_it_calls(vocab, qwen3_tokenizer):
 def test_tails_are_shared_across_tool_lists(vocab, monkeypatch):
     compiled = []
     real = lazy.compile_dfa
-    monkeypatch.setattr(lazy, "compile_dfa", lambda node: compiled.append(node) or real(node))
+    monkeypatch.setattr(lazy, "compile_dfa", lambda node, **kw: compiled.append(node) or real(node, **kw))
     lazy.clear_tail_cache()
     first = TokenGrammar(compile_turn(many_tools(6, "first"), cache=False), vocab)
     first.build_all()

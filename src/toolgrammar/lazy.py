@@ -43,7 +43,9 @@ def tail_dfa(key: str, node: Node) -> DFA:
         if dfa is not None:
             _tails.move_to_end(key)
             return dfa
-    dfa = compile_dfa(node)
+    # Large tails are not minimized: a turn walks one path through a tail, so its size barely matters,
+    # and merging states was half of a large tail's compile (see compile_dfa).
+    dfa = compile_dfa(node, minimize=None)
     with _tails_lock:
         _tails[key] = dfa
         while len(_tails) > MAX_CACHED_TAILS:
