@@ -551,22 +551,7 @@ class TokenGrammar:
     def _tail_distances(self, lo: int, hi: int, tokens: set[int]) -> np.ndarray:
         """The bound of states ``lo..hi-1`` (one tail): token edges inside it, and out of it to states
         whose bound is known (the grammar after the dispatch)."""
-        table = self.table
-        t = self.transitions
-        states = np.arange(lo, hi, dtype=np.int32)
-        src_list, dst_list = [], []
-        for tok in sorted(tokens):
-            cur = states.copy()
-            for x in table.symbols(tok).tolist():
-                if x == EOS:
-                    cur[:] = DEAD
-                    break
-                cur = t[cur, x]
-            ok = (cur >= 0) & (cur != self.auto.trap)
-            src_list.append(states[ok])
-            dst_list.append(cur[ok])
-        src = np.concatenate(src_list).astype(np.int64)
-        dst = np.concatenate(dst_list).astype(np.int64)
+        src, dst = self._token_edges(np.arange(lo, hi, dtype=np.int32), tokens)
         d = np.full(hi - lo, INF, dtype=np.int64)
         d[self.safe[lo:hi]] = 0
         out = (dst < lo) | (dst >= hi)
@@ -581,6 +566,23 @@ class TokenGrammar:
                 break
             d = new
         return np.minimum(d, INF).astype(np.int32)
+
+    def _token_edges(self, states: np.ndarray, tokens: set[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(source, target) of every token of ``tokens`` from every state of ``states`` that accepts it
+        (an end of turn ends no edge; walks into the trap, through a stub not built yet, are dropped)."""
+        t = self.transitions
+        src_list, dst_list = [], []
+        for tok in sorted(tokens):
+            cur = states.copy()
+            for x in self.table.symbols(tok).tolist():
+                if x == EOS:
+                    cur[:] = DEAD
+                    break
+                cur = t[cur, x]
+            ok = (cur >= 0) & (cur != self.auto.trap)
+            src_list.append(states[ok])
+            dst_list.append(cur[ok])
+        return np.concatenate(src_list).astype(np.int64), np.concatenate(dst_list).astype(np.int64)
 
     def _stubs_hit(self, state: int, tokens: np.ndarray) -> set[int]:
         """The stubs that ``tokens`` (walked from ``state`` into the trap) pass through."""
@@ -603,26 +605,10 @@ class TokenGrammar:
 
     def _distances(self) -> np.ndarray:
         """Upper bound on tokens needed from each state to reach a safe state (0 for safe states)."""
-        table = self.table
-        t = self.transitions
-        tokens = self._dist_tokens
-        states = np.arange(self.n_states, dtype=np.int32)
-        src_list, dst_list = [], []
-        for tok in sorted(tokens):
-            cur = states.copy()
-            for x in table.symbols(tok).tolist():
-                if x == EOS:
-                    cur[:] = DEAD
-                    break
-                cur = t[cur, x]
-            ok = (cur >= 0) & (cur != self.auto.trap)
-            src_list.append(states[ok])
-            dst_list.append(cur[ok])
-        src = np.concatenate(src_list)
-        dst = np.concatenate(dst_list)
+        src, dst = self._token_edges(np.arange(self.n_states, dtype=np.int32), self._dist_tokens)
         dist = np.full(self.n_states, INF, dtype=np.int64)
         dist[self.safe] = 0
-        # A stub not built yet counts as its tail's shortest string, one token per byte, then the
+        # A stub not built yet counts as its tail's shortest string cut into real tokens, then the
         # state after the dispatch: an upper bound, so the guarantee holds before the tail exists.
         after: dict[int, list[tuple[int, int]]] = {}
         for stub, (e, _j, _b) in self.auto.stubs.items():
