@@ -795,6 +795,44 @@ def test_lenient_maps_and_drops_with_one_warning_each() -> None:
     assert parse_turn(text, toolset).tool_calls[0].arguments == args
 
 
+@pytest.mark.parametrize(
+    ("schema", "strict_keyword", "lenient_read", "warning", "good", "bad"),
+    [
+        ({"type": "boolean", "enum": ["True", "False", "dontcare"]}, "enum", {"type": "boolean"},
+         'at /properties/v/enum: enum ["True", "False", "dontcare"] dropped: no value is of type "boolean"',
+         False, "True"),
+        ({"type": "string", "enum": ["a", 3, "b"]}, "enum", {"type": "string", "enum": ["a", "b"]},
+         'at /properties/v/enum: enum values [3] dropped: not of type "string"', "b", 3),
+        ({"type": "integer", "minItems": 1}, "minItems", {"type": "integer"},
+         'at /properties/v/minItems: minItems dropped: it applies to arrays, the type is "integer"', 7, [7]),
+        ({"type": "string", "required": ["x"]}, "required", {"type": "string"},
+         'at /properties/v/required: required dropped: it applies to objects, the type is "string"', "x", {"x": 1}),
+        ({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a", "b"]}, "required",
+         {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
+         'at /properties/v/required: required names ["b"] dropped: no property declares them', {"a": "x"}, {}),
+    ],
+)  # fmt: skip
+def test_lenient_drops_contradictions_strict_refuses(
+    schema: dict[str, Any], strict_keyword: str, lenient_read: dict[str, Any], warning: str, good: Any, bad: Any
+) -> None:
+    with pytest.raises(ToolSchemaError) as refused_error:
+        load_one(prop(schema))
+    assert refused_error.value.keyword == strict_keyword
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = load_one(prop(schema), lenient=True)
+    messages = [str(w.message) for w in caught if issubclass(w.category, ToolSchemaWarning)]
+    assert len(messages) == 1 and warning in messages[0] and messages[0].startswith("tool 't'"), messages
+    assert got["properties"]["v"] == lenient_read
+    # What lenient loading reads is what the grammar enforces, and the strict parser checks.
+    toolset = load_tools([{"name": "t", "parameters": prop(schema)}], lenient=True)
+    grammar = compile_turn(toolset, cache=False, tool_choice="t", reasoning="disabled")
+    for value, valid in ((good, True), (bad, False)):
+        text = grammar.format.render_call("t", {"v": value})
+        assert accepts(grammar, text) is valid, (value, valid)
+        assert parse_turn(text, toolset).ok is valid, (value, valid)
+
+
 def test_lenient_still_refuses_constraints_it_cannot_enforce() -> None:
     with pytest.raises(ToolSchemaError, match="unsupported keyword 'multipleOf'"):
         load_one(prop({"type": "integer", "multipleOf": 5}), lenient=True)

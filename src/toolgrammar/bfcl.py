@@ -387,29 +387,6 @@ def to_openai_tools(functions: Iterable[Mapping[str, Any]], category: str) -> li
     return tools
 
 
-_JSON_TYPE_CHECKS: dict[str, Any] = {
-    "string": lambda v: isinstance(v, str),
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
-    "boolean": lambda v: isinstance(v, bool),
-    "array": lambda v: isinstance(v, list),
-    "object": lambda v: isinstance(v, dict),
-    "null": lambda v: v is None,
-}
-
-
-def _fits(value: Any, types: Any) -> bool:
-    names = types if isinstance(types, list | tuple) else [types]
-    return any(name in _JSON_TYPE_CHECKS and _JSON_TYPE_CHECKS[name](value) for name in names)
-
-
-_TYPED_KEYWORDS: dict[str, tuple[str, ...]] = {
-    **dict.fromkeys(("properties", "required", "additionalProperties"), ("object",)),
-    **dict.fromkeys(("items", "minItems", "maxItems"), ("array",)),
-    **dict.fromkeys(("minLength", "maxLength", "pattern", "format"), ("string",)),
-    **dict.fromkeys(("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"), ("number", "integer")),
-}
-"""Keywords that apply to one kind of value: ``load_tools`` refuses them on a node of another type, lenient too."""
 _FUNCTION_KEYS = frozenset({"name", "description", "parameters", "strict"})
 """The keys ``load_tools`` takes in a tool's ``function`` object (BFCL's multi-turn docs add ``response``)."""
 
@@ -423,20 +400,17 @@ def grammar_tools(tools: Sequence[Mapping[str, Any]], *, mode: str = "schema") -
 
     1. ``load_tools(tools)``: strict; no notes.
     2. ``load_tools(tools, lenient=True)``: every :class:`~toolgrammar.errors.ToolSchemaWarning` becomes a
-       note. This is where BFCL's ``"format": "float"`` (on every float) and ``"optional"`` flag go, and its
+       note. This is where BFCL's ``"format": "float"`` (on every float) and ``"optional"`` flag go, its
        type names below the depth BFCL converts (``tuple``, ``float``, ``dict``; ``any`` reads as any
-       value). Whatever toolgrammar enforces (``maximum``, ``pattern``, ``minItems``, a known ``format``...)
-       is kept and enforced.
-    3. Only when lenient loading still refuses the list: BFCL's data slips that lenient mode refuses by
-       design (not dirty spellings: contradictions, shapes the grammar does not take, keywords it reads as
-       mistakes) are dropped here, each with a note ending in ``(bfcl.grammar_tools)``, and the list is
-       loaded leniently again:
+       value), and its contradictions: an ``enum`` whose values do not fit the node's own ``type``
+       (``["True", "False", "dontcare"]`` on a boolean: the type stays, it is what BFCL's checker checks),
+       a keyword for another type than the node's (``minItems`` on an integer), ``required`` names no
+       property declares. Whatever toolgrammar enforces (``maximum``, ``pattern``, ``minItems`` on an
+       array, a known ``format``...) is kept and enforced.
+    3. Only when lenient loading still refuses the list: what no JSON Schema reader could take, dropped
+       or mapped here with a note ending in ``(bfcl.grammar_tools)``, and the list is loaded leniently
+       again:
 
-       - an ``enum`` with a value that does not fit the node's own ``type`` (``enum: ["1", "2"]`` on an
-         integer, ``["True", "False"]`` on a boolean, a string ``enum`` on an array): the type stays, it
-         is what BFCL's checker checks;
-       - a keyword for another type than the node's (``minItems`` on an integer, ``required`` on a string);
-       - ``required`` names that are not declared in ``properties``;
        - a type name neither JSON Schema nor lenient mode knows (``Hashtable``, ``Queue``...): mapped by
          :data:`GORILLA_TO_OPENAPI`, anything else ``string``, as BFCL maps the levels it converts;
        - keys of the ``function`` object ``load_tools`` does not take (the multi-turn docs' ``response``,
@@ -485,7 +459,6 @@ def _load_lenient(tools: list[dict[str, Any]], mode: str, notes: list[str]) -> t
 
 def _adapt(tools: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
     """Step 3 of :func:`grammar_tools`: a copy of ``tools`` without the slips lenient loading refuses."""
-    from .schema_formats import FORMATS
     from .tools import JSON_TYPES, LENIENT_TYPE_NAMES
 
     notes: list[str] = []
@@ -494,64 +467,23 @@ def _adapt(tools: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]
     def note(tool: str, pointer: str, what: str) -> None:
         notes.append(f"tool {tool!r}, at {pointer or '/'}: {what} (bfcl.grammar_tools)")
 
-    def types_of(schema: dict[str, Any], pointer: str, tool: str) -> tuple[str, ...] | None:
-        """The JSON types lenient loading reads the node's ``type`` as (``None``: any value)."""
-        if "type" not in schema:
-            return None
-        kind = schema["type"]
+    def map_types(schema: dict[str, Any], pointer: str, tool: str) -> None:
+        """Type names neither JSON Schema nor lenient loading knows, read as BFCL reads them."""
+        kind = schema.get("type")
         names = kind if isinstance(kind, list) else [kind]
-        read: list[str] = []
         for index, name in enumerate(names):
-            if not isinstance(name, str):
-                return None  # not a name: lenient loading says what is wrong
-            if name not in JSON_TYPES and name not in LENIENT_TYPE_NAMES:
+            if isinstance(name, str) and name not in JSON_TYPES and name not in LENIENT_TYPE_NAMES:
                 mapped = GORILLA_TO_OPENAPI.get(name, "string")
                 note(tool, f"{pointer}/type", f"type {json.dumps(name)} read as {json.dumps(mapped)}")
                 if isinstance(kind, list):
                     kind[index] = mapped
                 else:
                     schema["type"] = mapped
-                name = mapped
-            target = name if name in JSON_TYPES else LENIENT_TYPE_NAMES[name]
-            if target is None:
-                return None
-            read.append(target)
-        return tuple(read)
 
-    def node(schema: Any, pointer: str, tool: str, top: bool = False) -> None:
+    def node(schema: Any, pointer: str, tool: str) -> None:
         if not isinstance(schema, dict):
             return
-        types = types_of(schema, pointer, tool)
-        if types:
-            for keyword, kinds in _TYPED_KEYWORDS.items():
-                if keyword not in schema or set(kinds) & set(types):
-                    continue
-                value = schema[keyword]
-                if keyword == "format" and value not in FORMATS:
-                    continue  # lenient loading drops an unknown format itself
-                if keyword == "required" and isinstance(value, bool):
-                    continue  # draft 3's flag: lenient loading lifts it into the parent's required
-                del schema[keyword]
-                shown = json.dumps(types[0] if len(types) == 1 else list(types))
-                note(tool, f"{pointer}/{keyword}", f"{keyword} dropped: it applies to {kinds[0]}s, the type is {shown}")
-            enum = schema.get("enum")
-            if isinstance(enum, list) and not all(_fits(v, types) for v in enum):
-                del schema["enum"]
-                shown = json.dumps(enum, ensure_ascii=False)
-                shown = shown if len(shown) <= 60 else shown[:56] + " ..."
-                note(tool, f"{pointer}/enum", f"enum {shown} dropped: not all of type {json.dumps(list(types))}")
-        required = schema.get("required")
-        if isinstance(required, list):
-            declared = schema.get("properties")
-            declared = declared if isinstance(declared, dict) else {}
-            kept = list(dict.fromkeys(n for n in required if isinstance(n, str) and n in declared))
-            if kept != required:
-                dropped = [n for n in required if n not in kept]
-                note(tool, f"{pointer}/required", f"dropped {json.dumps(dropped)} (not declared in properties)")
-                if kept or top:
-                    schema["required"] = kept
-                else:
-                    del schema["required"]
+        map_types(schema, pointer, tool)
         properties = schema.get("properties")
         for name, child in properties.items() if isinstance(properties, dict) else ():
             node(child, f"{pointer}/properties/{name.replace('~', '~0').replace('/', '~1')}", tool)
@@ -571,7 +503,7 @@ def _adapt(tools: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]
             for key in [k for k in function if k not in _FUNCTION_KEYS]:
                 del function[key]
                 note(name, "", f"key {key!r} of the function object dropped (load_tools does not take it)")
-        node(function.get("parameters"), "", name, top=True)
+        node(function.get("parameters"), "", name)
     return out, notes
 
 

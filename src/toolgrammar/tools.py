@@ -1508,7 +1508,61 @@ class _Normalizer:
             out["properties"] = lifted
             if required or "required" in out:
                 out["required"] = required
+        self.clean_contradictions(out, ptr)
         return out
+
+    def clean_contradictions(self, out: dict[str, Any], ptr: str) -> None:
+        """``lenient=True``: drop what contradicts the node's own ``type`` or ``properties``, with a note each.
+
+        Strict loading refuses these as likely mistakes. Lenient loading reads them as JSON Schema does
+        where that is harmless (a keyword for another type constrains nothing there) and drops what the
+        grammar cannot build otherwise: ``enum`` values no value of the node's type can equal (the rest
+        of the enum is kept; all of it dropped when none fits) and ``required`` names that no property
+        declares (the grammar builds an object's keys from its properties).
+        """
+        names = out.get("type")
+        listed = names if isinstance(names, list) else [names]
+        if names is None or not all(isinstance(n, str) and n in JSON_TYPES for n in listed):
+            return
+        types = set(listed)
+        for keywords, kind, fits in (
+            (_OBJECT_KEYWORDS, "object", "object" in types),
+            (_ARRAY_KEYWORDS, "array", "array" in types),
+            (_STRING_KEYWORDS, "string", "string" in types),
+            (_NUMBER_KEYWORDS, "number", bool({"number", "integer"} & types)),
+        ):
+            for keyword in keywords:
+                if keyword in out and not fits:
+                    del out[keyword]
+                    self.note(
+                        f"{ptr}/{keyword}",
+                        f"{keyword} dropped: it applies to {kind}s, the type is {json.dumps(names)} "
+                        "(JSON Schema ignores it there)",
+                    )
+        enum = out.get("enum")
+        if isinstance(enum, list) and enum:
+            of_type = jsonschema.Draft202012Validator({"type": names})
+            kept = [v for v in enum if of_type.is_valid(v)]
+            if len(kept) < len(enum):
+                dropped = [v for v in enum if not of_type.is_valid(v)]
+                shown = json.dumps(dropped, ensure_ascii=False)
+                if kept:
+                    out["enum"] = kept
+                    self.note(f"{ptr}/enum", f"enum values {shown} dropped: not of type {json.dumps(names)}")
+                else:
+                    del out["enum"]
+                    self.note(f"{ptr}/enum", f"enum {shown} dropped: no value is of type {json.dumps(names)}")
+        required = out.get("required")
+        if "object" in types and isinstance(required, list):
+            props = out.get("properties")
+            declared = props if isinstance(props, dict) else {}
+            undeclared = [r for r in required if isinstance(r, str) and r not in declared]
+            if undeclared:
+                out["required"] = [r for r in required if not (isinstance(r, str) and r not in declared)]
+                self.note(
+                    f"{ptr}/required",
+                    f"required names {json.dumps(undeclared, ensure_ascii=False)} dropped: no property declares them",
+                )
 
     def lenient_type(self, value: Any, ptr: str) -> Any:
         names = value if isinstance(value, list) else [value]
