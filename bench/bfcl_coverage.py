@@ -23,8 +23,9 @@ fresh process pays, the Qwen3 vocabulary aside, loaded once before) and with the
    token-level distances over the 151,669-token vocabulary. A ``ToolSchemaError`` here (a schema too large to build)
    also counts as refused.
 
-A refused schema then goes through :func:`toolgrammar.bfcl.grammar_tools` (strict, lenient, then BFCL's data slips
-dropped) and is compiled again: the report says which ones the side-by-side mode can still run, and with what notes.
+A refused schema then goes through :func:`toolgrammar.bfcl.grammar_tools` (strict, lenient, then BFCL's own type
+names mapped) and is compiled again: the
+report says which ones the side-by-side mode can still run, and with what notes.
 
 Reported: counts and percentages (strict / lenient / refused), per category; the lenient warnings and the refusal
 reasons grouped by keyword; the time distribution (p50, p95, max) of the whole run per schema and of its parts;
@@ -408,13 +409,10 @@ def report(records: list[dict[str, Any]], sources: dict[str, Any], info: dict[st
         lines += [
             markdown_table(["stage: keyword", "schemas", "compile after grammar_tools", "first example"], rows),
             "",
-            "What lenient loading refuses here is not a dirty spelling: an `enum` whose values do not fit the node's "
-            "own `type` (no value satisfies both), `required` names no property declares (the grammar builds an "
-            "object's keys from its properties), a keyword for another type than the node's (JSON Schema ignores it "
-            "there; toolgrammar refuses it as a likely mistake, strict or lenient). BFCL's checker reads none of "
-            "them where they occur here (an `enum`, a nested `required`, `minItems`): `bfcl.grammar_tools` drops "
-            "them, with a note each. The two `simple_javascript` ones come from BFCL's own conversion, which makes "
-            "every JavaScript parameter a string but keeps a dict's `required`.",
+            "Lenient loading drops dirty spellings and contradictions (enum values of another type, keywords of "
+            "another type, undeclared `required` names) with a warning each; what it still refuses is a constraint "
+            "the grammar cannot enforce or a shape no JSON Schema reader takes. `bfcl.grammar_tools` maps what BFCL "
+            "itself maps (type names), with a note each.",
             "",
         ]
         notes: Counter[str] = Counter()
@@ -424,8 +422,7 @@ def report(records: list[dict[str, Any]], sources: dict[str, Any], info: dict[st
                     notes[_what(note).removesuffix(" (bfcl.grammar_tools)")] += 1
         if notes:
             lines += [
-                "What `bfcl.grammar_tools` dropped to make them compile (BFCL's data slips that lenient mode refuses "
-                "by design):",
+                "What `bfcl.grammar_tools` changed to make them compile:",
                 "",
                 markdown_table(["note", "times"], [[f"`{n}`"[:200], str(c)] for n, c in notes.most_common()]),
                 "",
