@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from . import cache as disk_cache
+from . import policy
 from .automaton import (
     ANY_TEXT_SYMBOL,
     DEAD,
@@ -322,56 +323,53 @@ def _check_cached_dfa(entry: dict[str, np.ndarray]) -> str | None:
 def turn_node(tools: ToolSet, options: GrammarOptions, fmt: ToolCallFormat) -> Node:
     """The expression tree of a whole turn (see the module docstring for its shape).
 
-    The format says what its parser reads as markup in free text and in reasoning
+    The turn's shape is decided by :func:`~toolgrammar.policy.turn_policy` (the one place the options
+    and the format's markup are read); this lowers it to automaton nodes. The format says what its
+    parser reads as markup in free text and in reasoning
     (:attr:`~toolgrammar.formats.base.ToolCallFormat.free_text_avoid` and friends), so the free
     regions exclude exactly what would change the parse.
     """
-    m = fmt.markers
-    choice = options.tool_choice
-    if choice not in ("auto", "none") and not len(tools):
-        raise GrammarError(f"tool_choice={choice!r} needs at least one tool, but the tool list is empty")
-    cut_ok = choice in ("auto", "none")  # may the turn end (or be cut) before any call?
-    free_words = fmt.free_text_avoid or (m.block_open,)
-    think_words = fmt.think_avoid or (m.think_close,)
+    return _NodeLowering()(policy.turn_policy(tools, options, fmt).turn)
 
-    def free(*, safe: bool) -> Node:
-        text: Node = avoiding(star(ANY_TEXT_SYMBOL), *free_words)
-        if fmt.free_text_not_prefixed:
-            text = not_prefixed(text, fmt.free_text_not_prefixed)
-        return group(text, safe=safe)
 
-    calls: Node | None = None  # the blocks and what follows them
-    if choice == "none" or not len(tools):
-        content = seq(free(safe=True), END)
-    else:
-        block = fmt.block_grammar(tools, options)
-        blocks = seq(block, star(seq(lit(m.call_separator), block))) if options.parallel_tool_calls else block
-        after = END if options.after_calls == "end" else seq(free(safe=True), END)
-        calls = seq(group(blocks, safe=False), after)
-        if choice == "auto":
-            content = seq(free(safe=True), alt(calls, END))
-        elif choice == "required" and options.prose_first:
-            content = seq(free(safe=False), calls)
-        else:  # required (call first) or a named tool: the call, straight away
-            content = calls
+class _NodeLowering(policy.Lowering[Node]):
+    """A turn policy as automaton nodes. Free regions are safe groups; blocks are an unsafe group."""
 
-    think = group(avoiding(star(ANY_TEXT_SYMBOL), *think_words), safe=cut_ok)
-    after_think = content
-    if calls is not None and content is calls:
-        # The call comes first, but the chat template writes "</think>\n\n" before the content.
-        after_think = seq(repeat(lit("\n"), 0, 2), calls)
-    endings = [seq(lit(m.think_close), after_think)]
-    if calls is not None and m.block_open in think_words:
-        endings.append(calls)  # this format's parser ends the reasoning at a block opener too
-    if cut_ok:
-        endings.append(END)
-    think_end = alt(*endings)
-    if options.reasoning == "disabled":
-        return content
-    if options.reasoning == "prefilled":
-        return seq(think, think_end)
-    # Content that starts with the opener would be read as reasoning: keep the two branches apart.
-    return alt(seq(lit(m.think_open), think, think_end), not_prefixed(content, m.think_open))
+    def free_text(self, part: policy.FreeText) -> Node:
+        text: Node = avoiding(star(ANY_TEXT_SYMBOL), *part.avoid)
+        if part.not_prefixed:
+            text = not_prefixed(text, part.not_prefixed)
+        return group(text, safe=part.safe)
+
+    def reasoning(self, part: policy.Reasoning) -> Node:
+        think = group(avoiding(star(ANY_TEXT_SYMBOL), *part.avoid), safe=part.may_stop)
+        endings = [seq(lit(part.closer), self(part.then))]
+        if part.unclosed_then is not None:
+            endings.append(self(part.unclosed_then))
+        if part.may_stop:
+            endings.append(END)
+        body = seq(think, alt(*endings))
+        return body if part.opener is None else seq(lit(part.opener), body)
+
+    def blocks(self, part: policy.Blocks) -> Node:
+        block = part.block
+        blocks = seq(block, star(seq(lit(part.separator), block))) if part.parallel else block
+        return group(blocks, safe=False)
+
+    def sequence(self, part: policy.Sequence) -> Node:
+        return seq(*(self(item) for item in part.items))
+
+    def one_of(self, part: policy.OneOf) -> Node:
+        return alt(*(self(item) for item in part.items))
+
+    def newlines(self, part: policy.Newlines) -> Node:
+        return repeat(lit("\n"), part.lo, part.hi)
+
+    def end(self, part: policy.End) -> Node:
+        return END
+
+    def not_starting_with(self, part: policy.NotStartingWith) -> Node:
+        return not_prefixed(self(part.item), part.word)
 
 
 def _literals(tools: ToolSet, options: GrammarOptions, fmt: ToolCallFormat) -> tuple[str, ...]:

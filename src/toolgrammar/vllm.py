@@ -7,24 +7,13 @@ below are the Python-level building blocks, usable offline and per request.
 
 Route 1, structured outputs (:func:`structured_outputs`)
     ``SamplingParams(structured_outputs=structured_outputs(tools, tool_choice="required"))``. The turn
-    grammar is written as an xgrammar *structural tag*: free text until the block opener, then each
-    block exactly as toolgrammar's own block grammar spells it (names and arguments from the
-    schemas, the chat template's canonical JSON, no unbounded whitespace), tool choice (``none``:
-    no opener; ``required``: at least one block; a name: that block straight away), parallel calls
-    joined by the format's separator, nothing after the last block (``after_calls="end"``), and the
-    reasoning part as ``reasoning`` says. No toolgrammar code runs in the engine: vLLM's own
-    xgrammar backend enforces it, which also makes it the route that works with speculative decoding
-    and through ``extra_body={"structured_outputs": {"structural_tag": ...}}`` on any vLLM server.
-    The tests check, option set by option set, that xgrammar accepts exactly the texts the turn
-    grammar accepts; one known, harmless difference: with ``reasoning="enabled"`` a turn that does
-    not reason may still start with ``<think>`` (the strict parser then reads it as reasoning).
-
-    What it cannot carry: **the token budget.** xgrammar knows nothing of ``max_tokens``, so a
-    block that is open when the budget runs out is cut (an unclosed, invalid call). Nor can it carry
-    grammars that need "a string that does not contain X" inside a block (``escape_markers=True``,
-    the raw-text values of ``qwen-xml``): xgrammar regexes have no lookahead, and
-    :func:`structural_tag` refuses those with a :class:`~toolgrammar.errors.GrammarError` rather than
-    loosen them silently. Needs the ``xgrammar`` backend (vLLM's default ``auto`` picks it).
+    grammar is written as an xgrammar *structural tag* (:mod:`toolgrammar.structural_tag`, re-exported
+    here: :func:`structural_tag`, :func:`turn_structural_tag`, :func:`xgrammar_regex`), lowered from the
+    same turn policy as the engine's grammar, and enforced by vLLM's own xgrammar backend (so it works
+    with speculative decoding and on any vLLM server). It cannot carry **the token budget** (a block
+    open when ``max_tokens`` runs out is cut) nor lookahead-only constraints (``escape_markers=True``,
+    ``qwen-xml``), which it refuses; see that module for the tag's shape and limits. Needs the
+    ``xgrammar`` backend (vLLM's default ``auto`` picks it).
 
 Route 2, the logits processor (:class:`VllmToolCallLogitsProcessor`)
     Runs toolgrammar's own engine inside vLLM's sampler, with the **budget guarantee**: the
@@ -82,9 +71,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .automaton import Alt, Avoid, Group, Lit, Members, Node, NotPrefixed, Repeat, Seq, Shared, seq, to_regex
 from .errors import GrammarError, ProcessorError, ToolgrammarError
 from .grammar import GrammarOptions, TurnGrammar, compile_turn
+from .structural_tag import structural_tag, turn_structural_tag, xgrammar_regex
 
 if TYPE_CHECKING:
     import torch
@@ -119,203 +108,13 @@ SPEC_KEYS = ("tools", "mode", *GrammarOptions.__dataclass_fields__)
 def structured_outputs(tools: Any, *, format: str = "hermes", mode: str = "schema", **options: Any) -> Any:
     """``vllm.sampling_params.StructuredOutputsParams`` carrying the turn grammar as a structural tag.
 
-    Parameters are those of :func:`toolgrammar.grammar.compile_turn`. See the module docstring for
-    what this route cannot carry (the token budget; lookahead-only constraints).
+    Parameters are those of :func:`toolgrammar.grammar.compile_turn`. See :mod:`toolgrammar.structural_tag`
+    for the tag's shape and what this route cannot carry (the token budget; lookahead-only constraints).
     """
     from vllm.sampling_params import StructuredOutputsParams
 
     tag = structural_tag(tools, format=format, mode=mode, **options)
     return StructuredOutputsParams(structural_tag=json.dumps(tag, ensure_ascii=False))
-
-
-def structural_tag(tools: Any, *, format: str = "hermes", mode: str = "schema", **options: Any) -> dict[str, Any]:
-    """The turn grammar as an xgrammar structural tag (a JSON object; no vLLM or xgrammar import).
-
-    The same object works wherever xgrammar structural tags are accepted (vLLM's
-    ``structured_outputs.structural_tag``, SGLang, ``xgrammar.Grammar.from_structural_tag``).
-
-    Shape (hermes, ``tool_choice="auto"``, parallel calls, ``reasoning="enabled"``)::
-
-        or(seq(tag("<think>", any_text, "</think>"), CONTENT),
-           seq("<think>", any_text(excludes=["</think>"])),            # the turn may end while thinking
-           CONTENT)
-        CONTENT = seq(any_text(excludes=["<tool_call>"]),
-                      optional(tags_with_separator([BLOCK], "\\n", at_least_one=True)))
-        BLOCK   = tag("<tool_call>", regex(<the block grammar between the markers>), "</tool_call>")
-    """
-    turn = compile_turn(tools, mode=mode, format=format, **options)
-    return turn_structural_tag(turn)
-
-
-def turn_structural_tag(turn: TurnGrammar) -> dict[str, Any]:
-    """:func:`structural_tag` of an already compiled :class:`~toolgrammar.grammar.TurnGrammar`."""
-    opts = turn.options
-    fmt = turn.format
-    m = fmt.markers
-    choice = opts.tool_choice
-    tools = turn.tools
-    not_prefixed = getattr(fmt, "free_text_not_prefixed", None)
-    if not_prefixed:
-        raise GrammarError(
-            f"the structured-outputs route cannot carry the {fmt.name!r} format: its free text must not start with "
-            f"{not_prefixed!r}, which needs a lookahead that xgrammar does not support; use the logits processor "
-            "(toolgrammar.vllm.VllmToolCallLogitsProcessor)"
-        )
-    free = _any_text(*(getattr(fmt, "free_text_avoid", None) or (m.block_open,)))
-    think_avoid = [w for w in getattr(fmt, "think_avoid", None) or () if w != m.think_close]
-    if m.block_open in think_avoid and opts.reasoning != "disabled":
-        raise GrammarError(
-            f"the structured-outputs route cannot carry the {fmt.name!r} format's reasoning, which a block may end "
-            "without the closing think marker; pass reasoning='disabled' or use the logits processor "
-            "(toolgrammar.vllm.VllmToolCallLogitsProcessor)"
-        )
-    cut_ok = choice in ("auto", "none")
-
-    if choice == "none" or not len(tools):
-        content: dict[str, Any] = free
-    else:
-        block = _block_tag(fmt.block_grammar(tools, opts), m.block_open, m.block_close)
-        if opts.parallel_tool_calls:
-            blocks = {
-                "type": "tags_with_separator",
-                "tags": [block],
-                "separator": m.call_separator,
-                "at_least_one": True,
-            }
-        else:
-            blocks = block
-        after = [free] if opts.after_calls == "text" else []
-        calls = _sequence(blocks, *after)
-        if choice == "auto":
-            content = _sequence(free, {"type": "optional", "content": calls})
-        elif choice == "required" and opts.prose_first:
-            content = _sequence(free, calls)
-        else:  # required (call first) or a named tool: the call, straight away
-            content = calls
-
-    if opts.reasoning == "disabled":
-        return _tag_root(content)
-    begin = m.think_open if opts.reasoning == "enabled" else ""
-    thought = {"type": "tag", "begin": begin, "content": _any_text(*think_avoid), "end": m.think_close}
-    after_thought = content
-    if choice not in ("auto", "none") and len(tools) and not opts.prose_first:
-        # the call comes first, after the "\n\n" the chat template writes after "</think>"
-        after_thought = _sequence({"type": "regex", "pattern": "\\n{0,2}"}, content)
-    branches = [_sequence(thought, after_thought)]
-    if cut_ok:  # the turn may end (or be cut) while thinking
-        unfinished = _any_text(m.think_close, *think_avoid)
-        branches.append(_sequence({"type": "const_string", "value": begin}, unfinished) if begin else unfinished)
-    if opts.reasoning == "enabled":
-        branches.append(content)
-    return _tag_root(branches[0] if len(branches) == 1 else {"type": "or", "elements": branches})
-
-
-def _tag_root(fmt: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "structural_tag", "format": fmt}
-
-
-def _any_text(*excludes: str) -> dict[str, Any]:
-    return {"type": "any_text", "excludes": list(dict.fromkeys(e for e in excludes if e))}
-
-
-def _sequence(*elements: dict[str, Any]) -> dict[str, Any]:
-    return elements[0] if len(elements) == 1 else {"type": "sequence", "elements": list(elements)}
-
-
-def _block_tag(block: Node, opener: str, closer: str) -> dict[str, Any]:
-    """One block as ``tag(opener, regex(middle), closer)``: the format's block grammar between its markers."""
-    middle = _strip_markers(block, opener, closer)
-    lookaround = _find_lookaround(middle)
-    if lookaround is not None:
-        raise GrammarError(
-            f"the structured-outputs route cannot carry this grammar: a block holds {lookaround}, which needs a "
-            "regex lookahead that xgrammar does not support (escape_markers=True, or a format with raw-text "
-            "values such as qwen-xml); use the logits processor (toolgrammar.vllm.VllmToolCallLogitsProcessor)"
-        )
-    return {
-        "type": "tag",
-        "begin": opener,
-        "content": {"type": "regex", "pattern": xgrammar_regex(to_regex(middle))},
-        "end": closer,
-    }
-
-
-def _strip_markers(block: Node, opener: str, closer: str) -> Node:
-    ob, cb = opener.encode(), closer.encode()
-    items = list(block.items) if isinstance(block, Seq) else [block]
-    first, last = items[0], items[-1]
-    if len(items) == 1 and isinstance(first, Lit) and first.data.startswith(ob) and first.data.endswith(cb):
-        data = first.data[len(ob) :]
-        return Lit(data[: len(data) - len(cb)])
-    if not (isinstance(first, Lit) and first.data.startswith(ob) and isinstance(last, Lit) and last.data.endswith(cb)):
-        raise GrammarError(
-            f"the format's block grammar does not start with {opener!r} and end with {closer!r} as literals; "
-            "the structured-outputs route needs that shape (see ToolCallFormat.block_grammar)"
-        )
-    items[0] = Lit(first.data[len(ob) :])
-    items[-1] = Lit(last.data[: len(last.data) - len(cb)])
-    return seq(*items)
-
-
-def _find_lookaround(node: Node) -> str | None:
-    """The first construct whose regex needs a lookahead, described for an error message; None if none."""
-    stack = [node]
-    seen: set[int] = set()
-    while stack:
-        n = stack.pop()
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        if isinstance(n, Avoid):
-            words = ", ".join(repr(w.decode("utf-8", "replace")) for w in n.words)
-            return f"text that must avoid {words}"
-        if isinstance(n, NotPrefixed):
-            return f"text that must not start with {n.word.decode('utf-8', 'replace')!r}"
-        if isinstance(n, (Seq, Alt)):
-            stack.extend(n.items)
-        elif isinstance(n, (Repeat, Shared, Group)):
-            stack.append(n.item)
-        elif isinstance(n, Members):
-            stack.extend(item for item, _ in n.items)
-            stack.append(n.sep)
-    return None
-
-
-_ESCAPES = {"\n": r"\n", "\t": r"\t", "\r": r"\r", "\x0b": r"\v", "\x0c": r"\f"}
-
-
-def xgrammar_regex(pattern: str) -> str:
-    """Rewrite a Python ``re`` pattern (as :func:`~toolgrammar.automaton.to_regex` prints it) for xgrammar.
-
-    ``re.escape`` escapes characters that xgrammar's regex parser does not know as escapes (space,
-    ``#``, ``&``, ``~``, a raw newline after a backslash...): xgrammar matches them literally but logs
-    a warning per occurrence, on every request. This spells them plainly (control characters as
-    ``\\n``, ``\\t``, ``\\xNN``); everything else is kept as it is.
-    """
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if c == "\\" and i + 1 < n:
-            nxt = pattern[i + 1]
-            if nxt in " #&~'%,;:<>=!@`":
-                out.append(nxt)
-            elif nxt in _ESCAPES:
-                out.append(_ESCAPES[nxt])
-            elif ord(nxt) < 0x20:
-                out.append(f"\\x{ord(nxt):02x}")
-            else:
-                out.append(c + nxt)
-            i += 2
-            continue
-        if c in _ESCAPES:
-            out.append(_ESCAPES[c])
-        elif ord(c) < 0x20:
-            out.append(f"\\x{ord(c):02x}")
-        else:
-            out.append(c)
-        i += 1
-    return "".join(out)
 
 
 # ================================================================================================
