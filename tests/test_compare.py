@@ -261,7 +261,7 @@ def test_resume_after_an_interruption_equals_an_uninterrupted_run(tmp_path):
 
 def test_resume_never_rewrites_finished_results_in_place(tmp_path, monkeypatch):
     """A kill while --resume rewrites runs.jsonl leaves the old file whole, and no temporary file."""
-    import toolgrammar.compare as compare_module
+    import toolgrammar.compare.running as compare_module
 
     config = _config(tmp_path, limit=4, seeds=(0,), batch_size=2)
     with pytest.raises(KeyboardInterrupt):
@@ -564,9 +564,8 @@ def test_prose_first_needs_required(tmp_path):
 
 
 def test_without_matplotlib_the_report_is_written_without_a_chart(tmp_path, monkeypatch):
-    import toolgrammar.compare as compare_module
-
-    monkeypatch.setattr(compare_module, "has_matplotlib", lambda: False)
+    monkeypatch.setattr("toolgrammar.compare.running.has_matplotlib", lambda: False)
+    monkeypatch.setattr("toolgrammar.compare.report.has_matplotlib", lambda: False)
     report = run_compare(_config(tmp_path, limit=2, seeds=(0,)), generator=Scripted(seed_like_script))
     assert (report.out / "report.json").is_file() and not (report.out / "chart.png").exists()
     assert "No chart: matplotlib is not installed" in (report.out / "report.md").read_text()

@@ -259,7 +259,7 @@ def test_control_tokens_cannot_spell_markup_when_decoded_as_the_recipe_says(toke
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    for path in (root / "examples" / "hf_generate.py", root / "src" / "toolgrammar" / "compare.py"):
+    for path in (root / "examples" / "hf_generate.py", root / "src" / "toolgrammar" / "compare" / "generation.py"):
         text = path.read_text(encoding="utf-8")
         assert "skip_special_tokens=False" in text and "skip_special_tokens=True" not in text, path
     assert "turn = tokenizer.decode(new, skip_special_tokens=False)" in (root / "README.md").read_text(encoding="utf-8")
