@@ -27,9 +27,8 @@ opener written in front, which is how it is passed to formats: every format gets
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -42,18 +41,11 @@ if TYPE_CHECKING:
 
 DeltaKind = Literal["content", "reasoning", "tool_call"]
 
-STREAM_STATES: dict[str, str] = {
-    "hermes": "toolgrammar.formats.hermes.parser:HermesStreamState",
-}
-"""Format name -> ``module:Class`` of its incremental parser. A format may instead provide a
-``stream_state(tools, *, mode, reasoning_started)`` method. Formats with neither still stream: their
-deltas all come at the end of the turn."""
-
 
 class StreamState(Protocol):
     """What a format's incremental parser provides: pieces that no later text can change."""
 
-    def feed(self, chunk: str) -> list[tuple[str, Any]]:
+    def feed(self, chunk: str) -> Sequence[tuple[str, Any]]:
         """Add text; return the ``("content"|"reasoning", text)`` / ``("tool_call", ToolCall)`` pieces
         that became final, in order."""
         ...
@@ -174,7 +166,7 @@ class TurnStreamParser:
         self.mode: ParseMode = mode
         self.reasoning_started = reasoning_started
         self._chunks: list[str] = []
-        self._state = _stream_state(self.format, self.tools, mode, reasoning_started)
+        self._state: StreamState = self.format.stream_state(self.tools, mode=mode, reasoning_started=reasoning_started)
         self._content: list[str] = []
         self._reasoning: list[str] = []
         self._calls: list[ToolCall] = []
@@ -198,8 +190,6 @@ class TurnStreamParser:
         if not chunk:
             return []
         self._chunks.append(chunk)
-        if self._state is None:
-            return []
         return self._record(self._state.feed(chunk))
 
     def end(self) -> list[Delta]:
@@ -231,7 +221,7 @@ class TurnStreamParser:
             raise RuntimeError("internal error: no parse after end()")
         return self._result
 
-    def _record(self, pieces: list[tuple[str, Any]]) -> list[Delta]:
+    def _record(self, pieces: Sequence[tuple[str, Any]]) -> list[Delta]:
         out: list[Delta] = []
         for kind, value in pieces:
             if kind == "content":
@@ -247,18 +237,6 @@ class TurnStreamParser:
                 raise RuntimeError(f"internal error: unknown stream piece kind {kind!r}")
         self.deltas.extend(out)
         return out
-
-
-def _stream_state(fmt: ToolCallFormat, tools: ToolSet, mode: ParseMode, reasoning_started: bool) -> StreamState | None:
-    factory: Callable[..., StreamState] | None = getattr(fmt, "stream_state", None)
-    if factory is None:
-        spec = STREAM_STATES.get(fmt.name)
-        if spec is None:
-            return None
-        module_name, _, class_name = spec.partition(":")
-        cls = getattr(importlib.import_module(module_name), class_name)
-        return cls(tools, mode=mode, markers=fmt.markers, reasoning_started=reasoning_started)
-    return factory(tools, mode=mode, reasoning_started=reasoning_started)
 
 
 def accumulate(deltas: list[Delta]) -> dict[str, Any]:

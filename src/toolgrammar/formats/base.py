@@ -1,8 +1,10 @@
 """What every tool-call format provides: its markers, its block grammar and its parser.
 
 A format is one object that knows both how a block is *written* (``block_grammar``, ``render_call``)
-and how it is *read* (``parse_turn``). ``grammar.py`` composes the block grammar into the grammar of a
-whole turn (reasoning, free text, blocks, end of turn); ``parser.py`` dispatches to ``parse_turn``.
+and how it is *read* (``block_reader``). ``grammar.py`` composes the block grammar into the grammar of a
+whole turn (reasoning, free text, blocks, end of turn); the one turn reader
+(:mod:`toolgrammar.formats.reader`) composes the block reader into the parser of a whole turn, which
+``parse_turn`` and ``stream_state`` return.
 Keeping both halves beside each other is what stops grammar and parser from drifting apart.
 """
 
@@ -10,13 +12,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 if TYPE_CHECKING:
     from ..automaton import Node
     from ..grammar import GrammarOptions
     from ..tools import Tool, ToolSet
     from ..turn import ToolCall, TurnParse
+    from .reader import BlockReader, TurnStreamState
 
 ParseMode = Literal["strict", "seed", "lenient"]
 """``strict``: structure-aware block ends (a ``</tool_call>`` inside a JSON string stays in the string);
@@ -74,8 +77,23 @@ class ToolCallFormat(ABC):
         """One block exactly as the model's chat template renders it (the canonical spelling)."""
 
     @abstractmethod
+    def block_reader(self, mode: str = "strict") -> BlockReader[Any]:
+        """How this format's blocks are read in ``mode`` (``ValueError`` for a mode it does not have):
+        where a block starts and ends, and the check that turns it into a call or an error."""
+
     def parse_turn(self, text: str, tools: ToolSet, *, mode: ParseMode = "strict") -> TurnParse:
-        """Split a turn into reasoning, content and checked blocks."""
+        """Split a turn into reasoning, content and checked blocks (the shared turn reader)."""
+        from .reader import read_turn
+
+        return read_turn(text, tools, self.block_reader(mode))
+
+    def stream_state(
+        self, tools: ToolSet, *, mode: ParseMode = "strict", reasoning_started: bool = False
+    ) -> TurnStreamState[Any]:
+        """The incremental parser :class:`toolgrammar.parser.TurnStreamParser` drives."""
+        from .reader import TurnStreamState
+
+        return TurnStreamState(tools, self.block_reader(mode), reasoning_started=reasoning_started)
 
     def check_tools(self, tools: ToolSet) -> None:  # noqa: B027 - optional hook
         """Raise :class:`~toolgrammar.errors.ToolSchemaError` for names or keys this format cannot carry."""

@@ -5,7 +5,7 @@ optional reasoning first as ``<think>\\n...\\n</think>\\n\\n``. The chat templat
 ``json.dumps`` default separators and ``ensure_ascii=False``: that canonical spelling is what the
 model was trained on, so it is the grammar's default.
 
-Grammar pieces live in :mod:`.grammar`, the parser in :mod:`.parser`; this class joins them.
+Grammar pieces live in :mod:`.grammar`, the block reader in :mod:`.parser`; this class joins them.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..base import Markers, ParseMode, ToolCallFormat
+from ..base import Markers, ToolCallFormat
 from ..spec import format_spec, markers_of
 
 if TYPE_CHECKING:
     from ...automaton import Node
     from ...grammar import GrammarOptions
     from ...tools import Tool, ToolSet
-    from ...turn import TurnParse
+    from .parser import HermesBlocks
 
 
 class HermesFormat(ToolCallFormat):
@@ -41,7 +41,8 @@ class HermesFormat(ToolCallFormat):
         body = json.dumps({b["name_key"]: name, b["arguments_key"]: arguments}, ensure_ascii=False)
         return f"{b['open']}{body}{b['close']}"
 
-    def parse_turn(self, text: str, tools: ToolSet, *, mode: ParseMode = "strict") -> TurnParse:
-        from .parser import parse_turn
+    def block_reader(self, mode: str = "strict") -> HermesBlocks:
+        """``mode``: ``"strict"`` (structure-aware block ends) or ``"seed"`` (the seed harness's regex)."""
+        from .parser import HermesBlocks
 
-        return parse_turn(text, tools, mode=mode, markers=self.markers)
+        return HermesBlocks(mode, self.markers)

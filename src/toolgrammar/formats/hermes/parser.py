@@ -1,22 +1,11 @@
-"""The strict parser of the ``hermes`` format: one turn -> reasoning, content and checked blocks.
+"""The block reader of the ``hermes`` format: where a ``<tool_call>`` block ends and what it holds.
 
 Turn
-    ``reasoning_content`` is the ``<think>`` part: from a ``<think>`` that opens the turn (after
-    optional whitespace) to the first ``</think>``, or to the end of the turn when it is never
-    closed (a turn cut while thinking is all reasoning). When the generation prompt already opened
-    ``<think>`` (Qwen3-Thinking-2507 prompts end with ``<think>\\n``), pass
-    ``reasoning_started=True``: everything up to the first ``</think>`` is reasoning. Without it a
-    bare ``</think>`` that comes before any ``<tool_call>`` and any ``<think>`` still marks what
-    precedes it as reasoning (the prompt must have opened it). ``content`` is the rest of the turn
-    with every block cut out, the pieces joined verbatim.
-
-Whitespace
-    Leading and trailing whitespace of ``content`` and ``reasoning_content`` is formatting, not
-    text, and is stripped (an empty result is ``None``). The Qwen3 chat template writes
-    ``<think>\\n`` + reasoning + ``\\n</think>\\n\\n`` + content, then ``\\n`` before the first block
-    and between blocks; CanIToolCall's expected values (the message fields the template was given)
-    drop exactly those separators, and one engine test also drops a space before the opener
-    (``sglang-text-before-call-with-space``). Whitespace inside the text is kept as written.
+    The turn itself (reasoning, content, whitespace trimming, what waits in a stream) is read by
+    :mod:`toolgrammar.formats.reader`, the one turn reader every format shares; this module supplies
+    only :class:`HermesBlocks`. A hermes ``<tool_call>`` does not end an opened ``<think>``
+    (``block_ends_reasoning`` is false): with the prompt's ``<think>``, ``Maybe <tool_call>
+    now?</think>`` is all reasoning.
 
 Blocks, ``mode="strict"`` (the default)
     A block starts at ``<tool_call>``. The parser then reads the JSON value that follows (string
@@ -35,7 +24,8 @@ Blocks, ``mode="seed"``
     ``<tool_call>{..."text": "Use <tool_call> ... </tool_call> tags"}}</tool_call>`` is one valid
     call in strict mode, but in seed mode the block is cut inside the string (``invalid-json``)
     and the rest of the call, closing marker included, lands in ``content``. Use seed mode only to
-    reproduce the seed's numbers.
+    reproduce the seed's numbers. :class:`BlockEnd` reads exactly what that expression matches,
+    incrementally (the first ``</tool_call>`` after the opener, else the rest of the turn).
 
 Checks (both modes), each block on its own
     Unclosed -> ``truncated``. Otherwise strict ``json.loads`` of the body (no leniency for
@@ -45,22 +35,24 @@ Checks (both modes), each block on its own
     :func:`toolgrammar.checks.check_call`. One block's error never affects another block.
 
 Streaming
-    :class:`HermesStreamState` is the incremental half: it emits only text and calls that no later
-    text can change. :class:`toolgrammar.parser.TurnStreamParser` drives it and takes the final
-    parse from :func:`parse_turn` on the whole text, so streaming and one-shot parses are equal by
-    construction for every chunking; the tests check that the streamed deltas add up to it.
+    :class:`HermesBlocks` reads a block incrementally (in strict mode the JSON scan resumes where it
+    stopped), so the shared :class:`~toolgrammar.formats.reader.TurnStreamState` emits a call as soon
+    as its block closes. A block whose value never completes waits for the end of the turn (a later
+    ``</tool_call>`` could still follow the value). :func:`parse_turn` feeds the same reader the
+    whole turn, so streaming and one-shot parses are equal by construction for every chunking.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ...checks import check_call
 from ...turn import Block, CallError, TurnParse
 from ..base import Markers, ParseMode
-from ..text import Trimmed, partial_suffix
+from ..reader import Opener, StreamPiece, TurnStreamState, read_turn
 
 if TYPE_CHECKING:
     from ...tools import ToolSet
@@ -68,15 +60,17 @@ if TYPE_CHECKING:
 
 DEFAULT_MARKERS = Markers()
 
+MODES: tuple[str, ...] = ("strict", "seed")
+
 _JSON_WS = " \t\n\r"
 _STRING_STOP = re.compile(r'[\\"]')
 _STRUCTURE = re.compile(r'["{}\[\]]')
 
-StreamPiece = tuple[Literal["content", "reasoning"], str] | tuple[Literal["tool_call"], "ToolCall"]
-"""What :class:`HermesStreamState` emits: a piece of content or reasoning text, or one checked call."""
 
-
-# --------------------------------------------------------------------------- one-shot parse
+def check_mode(mode: str) -> None:
+    """Raise ``ValueError`` for a parse mode this format does not have."""
+    if mode not in MODES:
+        raise ValueError(f"unknown parse mode {mode!r}; expected 'strict' or 'seed'")
 
 
 def parse_turn(
@@ -88,64 +82,81 @@ def parse_turn(
     reasoning_started: bool = False,
 ) -> TurnParse:
     """Split one assistant turn into reasoning, content and checked blocks (see the module docstring)."""
-    if mode not in ("strict", "seed"):
-        raise ValueError(f"unknown parse mode {mode!r}; expected 'strict' or 'seed'")
-    reasoning, pos = split_reasoning(text, markers, reasoning_started=reasoning_started)
-    pieces: list[str] = []
-    blocks: list[Block] = []
-    for start, body_start, body_end, end, closed in find_blocks(text, pos, markers, mode):
-        pieces.append(text[pos:start])
-        blocks.append(check_block(text, start, body_start, body_end, end, closed, tools, markers))
-        pos = end
-    pieces.append(text[pos:])
-    return TurnParse(content=_trim("".join(pieces)), reasoning_content=_trim(reasoning), blocks=tuple(blocks))
+    return read_turn(text, tools, HermesBlocks(mode, markers), reasoning_started=reasoning_started)
 
 
-def split_reasoning(text: str, markers: Markers, *, reasoning_started: bool = False) -> tuple[str | None, int]:
-    """The raw reasoning text (``None`` when there is none) and the offset where the rest starts."""
-    if reasoning_started:
-        return _reasoning_until_close(text, 0, markers)
-    lead = len(text) - len(text.lstrip())
-    if text.startswith(markers.think_open, lead):
-        return _reasoning_until_close(text, lead + len(markers.think_open), markers)
-    close = text.find(markers.think_close)
-    if close != -1 and all(_absent_before(text, m, close) for m in (markers.block_open, markers.think_open)):
-        return text[:close], close + len(markers.think_close)
-    return None, 0
+# --------------------------------------------------------------------------- the block reader
 
 
-def _reasoning_until_close(text: str, start: int, markers: Markers) -> tuple[str, int]:
-    close = text.find(markers.think_close, start)
-    if close == -1:
-        return text[start:], len(text)
-    return text[start:close], close + len(markers.think_close)
+@dataclass(frozen=True)
+class Span:
+    """Where one block lies in the turn: ``text[start:end]`` is the block, ``text[body_start:body_end]``
+    its body (to the end of the turn when it is not ``closed``)."""
+
+    start: int
+    body_start: int
+    body_end: int
+    end: int
+    closed: bool
 
 
-def _absent_before(text: str, marker: str, index: int) -> bool:
-    """True when no ``marker`` starts before ``index``."""
-    return text.find(marker, 0, index + len(marker) - 1) == -1
+class HermesBlocks:
+    """The hermes :class:`~toolgrammar.formats.reader.BlockReader` for one mode and set of markers."""
+
+    modes: ClassVar[tuple[str, ...]] = MODES
+    block_ends_reasoning: ClassVar[bool] = False
+
+    def __init__(self, mode: str = "strict", markers: Markers = DEFAULT_MARKERS) -> None:
+        check_mode(mode)
+        self.mode = mode
+        self.markers = markers
+        self.openers: tuple[Opener, ...] = (Opener(markers.block_open),)
+
+    def open_block(self, start: int, opener: Opener) -> BlockEnd:
+        return BlockEnd(start, self.markers, json_aware=self.mode == "strict")
+
+    def check(self, text: str, cut: Span, tools: ToolSet) -> Block:
+        return check_block(text, cut.start, cut.body_start, cut.body_end, cut.end, cut.closed, tools, self.markers)
 
 
-def find_blocks(text: str, pos: int, markers: Markers, mode: ParseMode) -> list[tuple[int, int, int, int, bool]]:
-    """Every block from ``pos`` on, as ``(start, body_start, body_end, end, closed)`` offsets."""
-    out: list[tuple[int, int, int, int, bool]] = []
-    if mode == "seed":
-        for m in _seed_pattern(markers).finditer(text, pos):
-            closed = m.group(1) is not None
-            group = 1 if closed else 2
-            out.append((m.start(), m.start(group), m.end(group), m.end(), closed))
-        return out
-    opener, closer = markers.block_open, markers.block_close
-    while (start := text.find(opener, pos)) != -1:
-        body_start = start + len(opener)
-        close = strict_block_close(text, body_start, closer)
-        if close == -1:
-            out.append((start, body_start, len(text), len(text), False))
-            break
-        end = close + len(closer)
-        out.append((start, body_start, close, end, True))
-        pos = end
-    return out
+class BlockEnd:
+    """Finds where one block ends as the text grows: strict mode's structure-aware rule, or the seed's.
+
+    ``json_aware`` (strict): the first closing marker after the complete JSON value; when the body
+    does not start like a value, or (at the turn's end) the value never completed, the first one
+    after the opener. Otherwise (seed): the first closing marker after the opener, exactly what
+    ``<tool_call>(.*?)</tool_call>|<tool_call>(.*)`` matches. No closing marker by the turn's end:
+    the block runs to the end, unclosed. Each call reads only the text the previous ones did not.
+    """
+
+    __slots__ = ("_scanned", "_scanner", "_search", "body_start", "closer", "floor", "start")
+
+    def __init__(self, start: int, markers: Markers = DEFAULT_MARKERS, *, json_aware: bool = True) -> None:
+        self.start = start
+        self.body_start = start + len(markers.block_open)
+        self.closer = markers.block_close
+        self._scanner = JsonValueScanner() if json_aware else None
+        self._scanned = self.body_start
+        self.floor = -1 if json_aware else self.body_start
+        """Where the closing marker is searched from (-1: the JSON value is still open)."""
+        self._search = self.body_start
+        """No closing marker starts between ``floor`` and this offset."""
+
+    def advance(self, text: str, final: bool) -> Span | None:
+        if self.floor == -1:
+            assert self._scanner is not None
+            done = self._scanner.feed(text, self._scanned)
+            self._scanned = len(text)
+            if done == -1 and not final:
+                return None
+            self.floor = self._search = done if done >= 0 else self.body_start
+        close = text.find(self.closer, self._search)
+        if close != -1:
+            return Span(self.start, self.body_start, close, close + len(self.closer), True)
+        if final:
+            return Span(self.start, self.body_start, len(text), len(text), False)
+        self._search = max(self.floor, len(text) - len(self.closer) + 1)
+        return None
 
 
 def strict_block_close(text: str, body_start: int, closer: str) -> int:
@@ -157,15 +168,18 @@ def strict_block_close(text: str, body_start: int, closer: str) -> int:
     return text.find(closer, body_start)
 
 
-_SEED_PATTERNS: dict[tuple[str, str], re.Pattern[str]] = {}
+class HermesStreamState(TurnStreamState[Span]):
+    """The shared turn reader with :class:`HermesBlocks` (the incremental hermes parse)."""
 
-
-def _seed_pattern(markers: Markers) -> re.Pattern[str]:
-    key = (markers.block_open, markers.block_close)
-    if key not in _SEED_PATTERNS:
-        o, c = re.escape(markers.block_open), re.escape(markers.block_close)
-        _SEED_PATTERNS[key] = re.compile(f"{o}(.*?){c}|{o}(.*)", re.DOTALL)
-    return _SEED_PATTERNS[key]
+    def __init__(
+        self,
+        tools: ToolSet,
+        *,
+        mode: ParseMode = "strict",
+        markers: Markers = DEFAULT_MARKERS,
+        reasoning_started: bool = False,
+    ) -> None:
+        super().__init__(tools, HermesBlocks(mode, markers), reasoning_started=reasoning_started)
 
 
 class JsonValueScanner:
@@ -303,170 +317,17 @@ def _json_error_kind(error: ValueError) -> Literal["raw-newline-in-string", "inv
     return "invalid-json"
 
 
-def _trim(text: str | None) -> str | None:
-    if text is None:
-        return None
-    return text.strip() or None
-
-
-# --------------------------------------------------------------------------- streaming
-
-
-
-
-class HermesStreamState:
-    """Incremental hermes parse: emits content, reasoning and calls as soon as they are final.
-
-    "Final" means no later text can change it: reasoning and content up to a possible partial
-    marker at the end of the text so far (trailing whitespace held back, since it may turn out to
-    be the end of the text), and a call once its block is closed (in strict mode: after its JSON
-    value is complete and the closing marker follows). A block whose value never completes is
-    resolved only at the end of the turn, by the one-shot parse. Each chunk is scanned once
-    (linear in the turn's length however it is split).
-    """
-
-    def __init__(
-        self,
-        tools: ToolSet,
-        *,
-        mode: ParseMode = "strict",
-        markers: Markers = DEFAULT_MARKERS,
-        reasoning_started: bool = False,
-    ) -> None:
-        if mode not in ("strict", "seed"):
-            raise ValueError(f"unknown parse mode {mode!r}; expected 'strict' or 'seed'")
-        self.tools = tools
-        self.mode = mode
-        self.markers = markers
-        self._buf = ""
-        self._i = 0  # first offset not yet classified
-        self._search = 0  # where the next marker search may start (earlier offsets were searched)
-        self._phase: Literal["head", "auto", "reasoning", "content", "block"] = (
-            "reasoning" if reasoning_started else "head"
-        )
-        self._content = Trimmed()
-        self._reasoning = Trimmed()
-        self._block_start = 0
-        self._scanner = JsonValueScanner()
-        self._value_end = -1  # strict: offset past the block's complete JSON value; -2: broken
-
-    @property
-    def text(self) -> str:
-        """Everything fed so far."""
-        return self._buf
-
-    def feed(self, chunk: str) -> list[StreamPiece]:
-        """Add ``chunk``; return the pieces that became final."""
-        out: list[StreamPiece] = []
-        if not chunk:
-            return out
-        self._buf += chunk
-        while True:
-            before = (self._phase, self._i)
-            getattr(self, f"_step_{self._phase}")(out)
-            if (self._phase, self._i) == before:
-                return out
-
-    def _emit(self, out: list[StreamPiece], kind: Literal["content", "reasoning"], text: str) -> None:
-        piece = (self._content if kind == "content" else self._reasoning).push(text)
-        if piece:
-            out.append((kind, piece))
-
-    def _find(self, marker: str, start: int) -> int:
-        return self._buf.find(marker, max(start, self._search))
-
-    def _searched(self, marker: str, start: int) -> None:
-        """Remember that ``marker`` does not start before the last ``len(marker)-1`` characters."""
-        self._search = max(start, len(self._buf) - len(marker) + 1)
-
-    def _step_head(self, out: list[StreamPiece]) -> None:
-        buf, opener = self._buf, self.markers.think_open
-        rest = buf.lstrip()
-        if not rest or (len(rest) < len(opener) and opener.startswith(rest)):
-            return
-        if rest.startswith(opener):
-            self._phase, self._i = "reasoning", len(buf) - len(rest) + len(opener)
-        else:
-            self._phase, self._i = "auto", 0
-        self._search = self._i
-
-    def _step_auto(self, out: list[StreamPiece]) -> None:
-        m, buf = self.markers, self._buf
-        close = buf.find(m.think_close, self._search)
-        first_other = min(
-            (p for p in (buf.find(m.block_open, self._search), buf.find(m.think_open, self._search)) if p != -1),
-            default=-1,
-        )
-        if close != -1 and (first_other == -1 or close < first_other):
-            self._emit(out, "reasoning", buf[:close])
-            self._phase, self._i = "content", close + len(m.think_close)
-            self._search = self._i
-        elif first_other != -1:
-            self._phase, self._i, self._search = "content", 0, 0  # no reasoning: the whole turn is content
-        else:
-            longest = max(len(m.think_close), len(m.block_open), len(m.think_open))
-            self._search = max(0, len(buf) - longest + 1)
-
-    def _step_reasoning(self, out: list[StreamPiece]) -> None:
-        closer = self.markers.think_close
-        close = self._find(closer, self._i)
-        if close != -1:
-            self._emit(out, "reasoning", self._buf[self._i : close])
-            self._phase, self._i = "content", close + len(closer)
-            self._search = self._i
-            return
-        safe = len(self._buf) - partial_suffix(self._buf, closer, self._i)
-        if safe > self._i:
-            self._emit(out, "reasoning", self._buf[self._i : safe])
-            self._i = safe
-        self._searched(closer, self._i)
-
-    def _step_content(self, out: list[StreamPiece]) -> None:
-        opener = self.markers.block_open
-        start = self._find(opener, self._i)
-        if start != -1:
-            self._emit(out, "content", self._buf[self._i : start])
-            self._phase, self._block_start = "block", start
-            self._i = self._search = start + len(opener)
-            self._scanner = JsonValueScanner()
-            self._value_end = -1
-            return
-        safe = len(self._buf) - partial_suffix(self._buf, opener, self._i)
-        if safe > self._i:
-            self._emit(out, "content", self._buf[self._i : safe])
-            self._i = safe
-        self._searched(opener, self._i)
-
-    def _step_block(self, out: list[StreamPiece]) -> None:
-        closer, body_start = self.markers.block_close, self._block_start + len(self.markers.block_open)
-        if self.mode == "strict" and self._value_end == -1:
-            done = self._scanner.feed(self._buf, self._i)
-            self._i = len(self._buf)
-            if done == -1:
-                return
-            self._value_end = done
-            self._search = done if done >= 0 else body_start
-        # Strict mode: the closer must follow the complete value (-2: broken value, first closer wins).
-        floor = self._value_end if self._value_end >= 0 else body_start
-        close = self._find(closer, floor)
-        if close == -1:
-            self._searched(closer, floor)
-            return
-        end = close + len(closer)
-        block = check_block(self._buf, self._block_start, body_start, close, end, True, self.tools, self.markers)
-        if block.call is not None:
-            out.append(("tool_call", block.call))
-        self._phase, self._i = "content", end
-        self._search = end
-
-
 __all__ = [
+    "MODES",
+    "BlockEnd",
+    "HermesBlocks",
     "HermesStreamState",
     "JsonValueScanner",
+    "Span",
+    "StreamPiece",
     "check_block",
     "check_body",
-    "find_blocks",
+    "check_mode",
     "parse_turn",
-    "split_reasoning",
     "strict_block_close",
 ]

@@ -7,7 +7,7 @@ anything else as JSON (``tojson``: ``json.dumps`` with its default separators an
 ``ensure_ascii=False`` in transformers' template environment), one ``\\n`` on each side. The tool
 schema says how to read a value back (:func:`.parser.convert_value`).
 
-Grammar pieces live in :mod:`.grammar`, the parser in :mod:`.parser`; this class joins them.
+Grammar pieces live in :mod:`.grammar`, the block reader in :mod:`.parser`; this class joins them.
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ if TYPE_CHECKING:
     from ...automaton import Node
     from ...grammar import GrammarOptions
     from ...tools import Tool, ToolSet
-    from ...turn import TurnParse
-    from .parser import QwenXmlStreamState
+    from .parser import QwenXmlBlocks
 
 _FORBIDDEN_IN_NAMES = ("<", ">", "\n", "\r")
 
@@ -78,20 +77,12 @@ class QwenXmlFormat(ToolCallFormat):
         name = tool if isinstance(tool, str) else tool.name
         return render_call(name, arguments, markers=self.markers)
 
-    def parse_turn(self, text: str, tools: ToolSet, *, mode: str = "strict") -> TurnParse:  # type: ignore[override]
-        """Parse a turn; ``mode`` is ``"strict"`` (errors for every markup fault) or ``"lenient"``
-        (reads a bare ``<function=`` and a missing ``</parameter>`` as llama.cpp and vLLM do)."""
-        from .parser import parse_turn
+    def block_reader(self, mode: str = "strict") -> QwenXmlBlocks:
+        """``mode`` is ``"strict"`` (errors for every markup fault) or ``"lenient"`` (reads a bare
+        ``<function=`` and a missing ``</parameter>`` as llama.cpp and vLLM do)."""
+        from .parser import QwenXmlBlocks
 
-        return parse_turn(text, tools, mode=mode, markers=self.markers)
-
-    def stream_state(
-        self, tools: ToolSet, *, mode: str = "strict", reasoning_started: bool = False
-    ) -> QwenXmlStreamState:
-        """The incremental parser :class:`toolgrammar.parser.TurnStreamParser` drives."""
-        from .parser import QwenXmlStreamState
-
-        return QwenXmlStreamState(tools, mode=mode, markers=self.markers, reasoning_started=reasoning_started)
+        return QwenXmlBlocks(mode, self.markers)
 
     def check_tools(self, tools: ToolSet) -> None:
         """Tool names and parameter keys are written inside ``<function=...>`` / ``<parameter=...>``."""

@@ -1,4 +1,4 @@
-"""The parser of the ``qwen-xml`` format: one turn -> reasoning, content and checked blocks.
+"""The block reader of the ``qwen-xml`` format: where a block starts and ends, and what it holds.
 
 The format (Qwen3-Coder, Qwen3.5 and later)::
 
@@ -16,17 +16,13 @@ Values are raw text, not JSON: the chat template writes ``<parameter=KEY>\\n`` +
 side of a value is markup (a value that ends in a newline is written ``...\\n\\n</parameter>``).
 
 Turn
-    ``reasoning_content`` is the ``<think>`` part: from a ``<think>`` that opens the turn (after
-    optional whitespace), or from the start of the turn when the generation prompt already opened
-    it (``reasoning_started=True``; Qwen3.5+ prompts end with ``<think>\\n``), up to the first
-    ``</think>`` **or the first** ``<tool_call>``, whichever comes first: Qwen3.5 models often start
-    a call without closing the prefilled ``<think>``, and llama.cpp, vLLM and CanIToolCall's
-    ``call-inside-think`` fixture all read that ``<tool_call>`` as the end of the reasoning. A turn
-    cut while thinking is all reasoning. Without an opened ``<think>``, a bare ``</think>`` that
-    comes before any ``<tool_call>`` and any ``<think>`` still marks what precedes it as reasoning
-    (as in hermes). ``content`` is the rest with every block cut out, the pieces joined verbatim;
-    leading and trailing whitespace of content and reasoning is formatting and is stripped (the
-    template writes ``\\n`` around them), an empty result is ``None``.
+    The turn itself (reasoning, content, whitespace trimming, what waits in a stream) is read by
+    :mod:`toolgrammar.formats.reader`, the one turn reader every format shares; this module supplies
+    only :class:`QwenXmlBlocks`. Unlike hermes, a ``<tool_call>`` ends an opened ``<think>``
+    (``block_ends_reasoning``): the reasoning runs to the first ``</think>`` **or the first**
+    ``<tool_call>``, whichever comes first, since Qwen3.5 models often start a call without
+    closing the prefilled ``<think>``, and llama.cpp, vLLM and CanIToolCall's ``call-inside-think``
+    fixture all read that ``<tool_call>`` as the end of the reasoning.
 
 Blocks
     A block starts at ``<tool_call>``, or at a *bare* ``<function=`` that starts a line of content
@@ -85,11 +81,13 @@ Values (:func:`convert_value`), by the parameter's schema
     is a JSON object or array.
 
 Streaming
-    :class:`QwenXmlStreamState` is the one reader: :func:`parse_turn` feeds it the whole turn, and
-    :class:`toolgrammar.parser.TurnStreamParser` feeds it chunks, so streaming and one-shot parses
-    agree by construction. It emits reasoning and content as soon as no later text can change them
-    (holding back a possible partial marker and trailing whitespace) and each call once its block
-    is complete and checked.
+    A block is read incrementally (:class:`ScanMemo`), so the shared
+    :class:`~toolgrammar.formats.reader.TurnStreamState` emits each call once its block is complete
+    and checked; :func:`parse_turn` feeds the same reader the whole turn, so streaming and one-shot
+    parses agree by construction. :class:`QwenXmlStreamState` is that reader with
+    :class:`QwenXmlBlocks`. A ``<tool_call>`` block whose markup breaks less than 24 characters
+    before the end of the text so far waits for those characters (or the end of the turn): its
+    error message quotes them, and must not depend on how the turn was chunked.
 """
 
 from __future__ import annotations
@@ -98,12 +96,12 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ...checks import check_call
 from ...turn import Block, CallError, ToolCall, TurnParse
 from ..base import Markers
-from ..text import Trimmed, partial_suffix
+from ..reader import NOT_A_BLOCK, NotABlock, Opener, StreamPiece, TurnStreamState, read_turn
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -148,9 +146,6 @@ _NAME_END = re.compile(r"[>\n<]")
 _WS = " \t\r\n"
 _BOOLEANS = {"true": True, "false": False, "True": True, "False": False}
 
-StreamPiece = tuple[Literal["content", "reasoning"], str] | tuple[Literal["tool_call"], ToolCall]
-"""What :class:`QwenXmlStreamState` emits: a piece of content or reasoning text, or one checked call."""
-
 
 def check_mode(mode: str) -> None:
     """Raise ``ValueError`` for a parse mode this format does not have."""
@@ -175,9 +170,7 @@ def parse_turn(
     Bad model output never raises: it becomes blocks with errors. ``mode`` is ``"strict"`` or
     ``"lenient"``; ``reasoning_started=True`` when the generation prompt already opened ``<think>``.
     """
-    state = QwenXmlStreamState(tools, mode=mode, markers=markers, reasoning_started=reasoning_started)
-    state.feed(text)
-    return state.finish()
+    return read_turn(text, tools, QwenXmlBlocks(mode, markers), reasoning_started=reasoning_started)
 
 
 # --------------------------------------------------------------------------- one block
@@ -297,7 +290,13 @@ class ScanMemo:
 
 
 def scan_block(
-    text: str, start: int, *, bare: bool, markers: Markers = DEFAULT_MARKERS, memo: ScanMemo | None = None
+    text: str,
+    start: int,
+    *,
+    bare: bool,
+    markers: Markers = DEFAULT_MARKERS,
+    memo: ScanMemo | None = None,
+    final: bool = False,
 ) -> BlockScan:
     """Read the block that starts at ``start`` (at ``<tool_call>``, or at ``<function=`` when ``bare``).
 
@@ -306,7 +305,9 @@ def scan_block(
     ``memo``: the :class:`ScanMemo` of earlier scans of prefixes of ``text`` (the stream passes the
     same one as its text grows): each scan then reads only the text the previous ones did not settle,
     so a block streamed in any number of chunks costs time linear in its length. A ``more`` result
-    scanned with a memo carries no parameters (the memo has them).
+    scanned with a memo carries no parameters (the memo has them). ``final``: ``text`` is the whole
+    turn, so a break whose error message quotes the text up to its end is settled (without it, such a
+    break waits for more text: the message must not depend on how the text was chunked).
     """
     own = memo is None
     memo = ScanMemo() if memo is None else memo
@@ -331,8 +332,8 @@ def scan_block(
         if len(text) > broken.shown + 24:  # the message's excerpt is complete: the break is final
             memo.broken, memo.close_from = broken, broken.pos
             return _after_break(text, start, body_start, closer, memo)
-        # Found again by the next scan (a few characters on), with a longer excerpt: the message
-        # must not depend on how the text was chunked.
+        if not final:  # found again by the next scan (a few characters on), with a longer excerpt
+            return BlockScan("more", start, False, name=memo.name, problem=broken.message)
         return _after_break(
             text, start, body_start, closer, ScanMemo(name=memo.name, params=memo.params, broken=broken)
         )
@@ -629,78 +630,58 @@ def _validator(schema: dict[str, Any]) -> Any:
     return validator
 
 
-# --------------------------------------------------------------------------- the reader (stream and one-shot)
+# --------------------------------------------------------------------------- the block reader
 
 
-class _NextMatch:
-    """The first occurrence of ``marker`` at or after an offset of a growing text, remembered.
+class QwenXmlBlocks:
+    """The qwen-xml :class:`~toolgrammar.formats.reader.BlockReader` for one mode and set of markers.
 
-    The reader asks again and again from offsets that only move forward (after each block, each
-    rejected candidate); searching the whole rest of the text each time is quadratic on text dense
-    with candidates. Here every character is searched about once per marker.
+    A block starts at ``<tool_call>`` or at a bare ``<function=`` that starts a line of content (in
+    both modes: they find the same blocks); :func:`scan_block` finds where it ends and
+    :func:`check_scan` judges it.
     """
 
-    __slots__ = ("clean", "found", "marker", "start")
+    modes: ClassVar[tuple[str, ...]] = MODES
+    block_ends_reasoning: ClassVar[bool] = True
 
-    def __init__(self, marker: str) -> None:
-        self.marker = marker
-        self.start = 0
-        self.found = -1
-        """The first occurrence at or after ``start`` (-1: none before ``clean``)."""
-        self.clean = 0
+    def __init__(self, mode: str = "strict", markers: Markers = DEFAULT_MARKERS) -> None:
+        check_mode(mode)
+        self.mode = mode
+        self.markers = markers
+        self._bare = Opener(FUNCTION_OPEN, line_start=True)
+        self.openers: tuple[Opener, ...] = (Opener(markers.block_open), self._bare)
 
-    def find(self, text: str, start: int) -> int:
-        if start >= self.start and (self.found == -1 or start <= self.found):
-            if self.found != -1:
-                return self.found
-            begin = max(start, self.clean)
-        else:
-            begin = start
-        self.start, self.found = start, text.find(self.marker, begin)
-        if self.found == -1:
-            self.clean = max(begin, len(text) - len(self.marker) + 1)
-        return self.found
+    def open_block(self, start: int, opener: Opener) -> BlockRead:
+        return BlockRead(start, bare=opener == self._bare, markers=self.markers)
+
+    def check(self, text: str, cut: BlockScan, tools: ToolSet) -> Block:
+        return block_of(text, cut, check_scan(cut, tools, self.mode, self.markers))
 
 
-def _trim(text: str | None) -> str | None:
-    if text is None:
-        return None
-    return text.strip() or None
+class BlockRead:
+    """One block read as the text grows: :func:`scan_block` with the block's :class:`ScanMemo`."""
+
+    __slots__ = ("bare", "markers", "memo", "start")
+
+    def __init__(self, start: int, *, bare: bool, markers: Markers = DEFAULT_MARKERS) -> None:
+        self.start, self.bare, self.markers = start, bare, markers
+        self.memo = ScanMemo()
+
+    def advance(self, text: str, final: bool) -> BlockScan | NotABlock | None:
+        scan = scan_block(text, self.start, bare=self.bare, markers=self.markers, memo=self.memo, final=final)
+        if scan.status == "more":
+            if not final:
+                return None
+            scan = truncated_scan(scan, len(text), self.markers)
+        return NOT_A_BLOCK if scan.status == "text" else scan
 
 
-@dataclass
-class _Reader:
-    buf: str = ""
-    i: int = 0
-    phase: Literal["head", "auto", "reasoning", "content", "block"] = "head"
-    segment: int = 0
-    """Where the current run of content started (a bare ``<function=`` may open a block there)."""
-    bare_floor: int = 0
-    """Bare ``<function=`` candidates before this offset were found not to be blocks."""
-    block_start: int = 0
-    block_bare: bool = False
-    auto_search: int = 0
-    """No ``</think>``, ``<tool_call>`` or ``<think>`` starts before this offset (the ``auto`` phase)."""
-    memo: ScanMemo = field(default_factory=ScanMemo)
-    """What the scans of the open block settled (see :func:`scan_block`)."""
-    next_open: _NextMatch = field(default_factory=lambda: _NextMatch(DEFAULT_MARKERS.block_open))
-    """The next block opener in content (searched once per character, not once per candidate)."""
-    next_bare: _NextMatch = field(default_factory=lambda: _NextMatch("\n" + FUNCTION_OPEN))
-    """The next ``<function=`` that starts a line."""
-    reasoning: list[str] | None = None
-    content: list[str] = field(default_factory=list)
-    blocks: list[Block] = field(default_factory=list)
-
-
-class QwenXmlStreamState:
-    """Incremental qwen-xml parse: emits content, reasoning and calls as soon as they are final.
+class QwenXmlStreamState(TurnStreamState[BlockScan]):
+    """The shared turn reader with :class:`QwenXmlBlocks` (the incremental qwen-xml parse).
 
     ``feed(chunk)`` returns the pieces that no later text can change; ``finish()`` ends the turn and
     returns the :class:`~toolgrammar.turn.TurnParse` (what :func:`parse_turn` returns for the whole
-    text). Content and reasoning are held back while they may end in a partial marker or in
-    whitespace that may turn out to be the end of the turn; a call is emitted once its block is
-    complete and passes every check. A block is re-read from its start as text arrives, which is
-    linear in the block's length per chunk (fast enough for the long-arguments fixtures char by char).
+    text).
     """
 
     def __init__(
@@ -711,194 +692,21 @@ class QwenXmlStreamState:
         markers: Markers = DEFAULT_MARKERS,
         reasoning_started: bool = False,
     ) -> None:
-        check_mode(mode)
-        self.tools = tools
-        self.mode = mode
-        self.markers = markers
-        self._r = _Reader(phase="reasoning" if reasoning_started else "head")
-        if reasoning_started:
-            self._r.reasoning = []
-        self._content = Trimmed()
-        self._reasoning = Trimmed()
-        self._final = False
-        self._result: TurnParse | None = None
-
-    @property
-    def text(self) -> str:
-        """Everything fed so far."""
-        return self._r.buf
-
-    def feed(self, chunk: str) -> list[StreamPiece]:
-        """Add ``chunk``; return the pieces that became final."""
-        if self._final:
-            raise ValueError("the turn has ended; start a new QwenXmlStreamState for the next turn")
-        out: list[StreamPiece] = []
-        if chunk:
-            # Appending to an attribute copies the whole buffer (quadratic when streaming character
-            # by character); with the only reference held in a local, CPython grows it in place.
-            r = self._r
-            buf, r.buf = r.buf, ""
-            buf += chunk
-            r.buf = buf
-            self._run(out)
-        return out
-
-    def finish(self) -> TurnParse:
-        """End the turn (resolving every open part) and return its parse."""
-        if self._result is None:
-            self._final = True
-            self._run([])
-            r = self._r
-            self._result = TurnParse(
-                content=_trim("".join(r.content)),
-                reasoning_content=_trim("".join(r.reasoning)) if r.reasoning is not None else None,
-                blocks=tuple(r.blocks),
-            )
-        return self._result
-
-    # -- the machine
-
-    def _run(self, out: list[StreamPiece]) -> None:
-        r = self._r
-        while True:
-            before = (r.phase, r.i, r.bare_floor, len(r.blocks))
-            getattr(self, f"_step_{r.phase}")(out)
-            if (r.phase, r.i, r.bare_floor, len(r.blocks)) == before:
-                return
-
-    def _emit(self, out: list[StreamPiece], kind: Literal["content", "reasoning"], text: str) -> None:
-        if not text:
-            return
-        r = self._r
-        if kind == "content":
-            r.content.append(text)
-            piece = self._content.push(text)
-        else:
-            if r.reasoning is None:
-                r.reasoning = []
-            r.reasoning.append(text)
-            piece = self._reasoning.push(text)
-        if piece:
-            out.append((kind, piece))
-
-    def _step_head(self, out: list[StreamPiece]) -> None:
-        r, opener = self._r, self.markers.think_open
-        rest = r.buf.lstrip()
-        if not self._final and (not rest or (len(rest) < len(opener) and opener.startswith(rest))):
-            return
-        if rest.startswith(opener):
-            r.phase, r.i = "reasoning", len(r.buf) - len(rest) + len(opener)
-            r.reasoning = []
-        else:
-            r.phase, r.i = "auto", 0
-
-    def _step_auto(self, out: list[StreamPiece]) -> None:
-        r, m = self._r, self.markers
-        close = r.buf.find(m.think_close, r.auto_search)
-        others = [
-            p for p in (r.buf.find(m.block_open, r.auto_search), r.buf.find(m.think_open, r.auto_search)) if p != -1
-        ]
-        first_other = min(others, default=-1)
-        if close != -1 and (first_other == -1 or close < first_other):
-            self._emit(out, "reasoning", r.buf[:close])
-            r.phase = "content"
-            r.i = r.segment = close + len(m.think_close)
-        elif first_other != -1 or self._final:
-            r.phase, r.i, r.segment = "content", 0, 0
-        else:  # none of the three markers starts before the last few characters
-            longest = max(len(m.think_close), len(m.block_open), len(m.think_open))
-            r.auto_search = max(0, len(r.buf) - longest + 1)
-
-    def _step_reasoning(self, out: list[StreamPiece]) -> None:
-        r, m = self._r, self.markers
-        if r.reasoning is None:
-            r.reasoning = []
-        found = [(p, mk) for mk in (m.think_close, m.block_open) if (p := r.buf.find(mk, r.i)) != -1]
-        if found:
-            pos, marker = min(found)
-            self._emit(out, "reasoning", r.buf[r.i : pos])
-            r.phase = "content"
-            r.i = r.segment = pos + len(marker) if marker == m.think_close else pos
-            return
-        if self._final:
-            self._emit(out, "reasoning", r.buf[r.i :])
-            r.phase, r.i = "content", len(r.buf)
-            r.segment = r.i
-            return
-        hold = max(partial_suffix(r.buf, m.think_close, r.i), partial_suffix(r.buf, m.block_open, r.i))
-        safe = len(r.buf) - hold
-        if safe > r.i:
-            self._emit(out, "reasoning", r.buf[r.i : safe])
-            r.i = safe
-
-    def _line_start(self, pos: int) -> bool:
-        """Whether a bare ``<function=`` at ``pos`` may open a block (it starts a line of content)."""
-        r = self._r
-        return pos == r.segment or pos == 0 or r.buf[pos - 1] == "\n"
-
-    def _bare_candidate(self, start: int) -> int:
-        """The first ``<function=`` at or after ``start`` (and ``bare_floor``) that starts a line."""
-        r = self._r
-        at = max(start, r.bare_floor)
-        if r.buf.startswith(FUNCTION_OPEN, at) and self._line_start(at):
-            return at
-        newline = r.next_bare.find(r.buf, at)  # later ones start a line when a newline precedes them
-        return -1 if newline == -1 else newline + 1
-
-    def _step_content(self, out: list[StreamPiece]) -> None:
-        r, m = self._r, self.markers
-        if r.next_open.marker != m.block_open:
-            r.next_open = _NextMatch(m.block_open)
-        opened = r.next_open.find(r.buf, r.i)
-        bare = self._bare_candidate(r.i)
-        if opened != -1 or bare != -1:
-            is_bare = bare != -1 and (opened == -1 or bare < opened)
-            start = bare if is_bare else opened
-            self._emit(out, "content", r.buf[r.i : start])
-            r.phase, r.i, r.block_start, r.block_bare = "block", start, start, is_bare
-            r.memo = ScanMemo()
-            return
-        if self._final:
-            self._emit(out, "content", r.buf[r.i :])
-            r.i = len(r.buf)
-            return
-        hold = partial_suffix(r.buf, m.block_open, r.i)
-        bare_part = partial_suffix(r.buf, FUNCTION_OPEN, r.i)
-        if bare_part and self._line_start(len(r.buf) - bare_part):
-            hold = max(hold, bare_part)
-        safe = len(r.buf) - hold
-        if safe > r.i:
-            self._emit(out, "content", r.buf[r.i : safe])
-            r.i = safe
-
-    def _step_block(self, out: list[StreamPiece]) -> None:
-        r = self._r
-        scan = scan_block(r.buf, r.block_start, bare=r.block_bare, markers=self.markers, memo=r.memo)
-        if scan.status == "more":
-            if not self._final:
-                return
-            scan = truncated_scan(scan, len(r.buf), self.markers)
-        if scan.status == "text":
-            r.bare_floor = r.block_start + 1
-            r.phase = "content"
-            return
-        verdict = check_scan(scan, self.tools, self.mode, self.markers)
-        r.blocks.append(block_of(r.buf, scan, verdict))
-        if isinstance(verdict, ToolCall):
-            out.append(("tool_call", verdict))
-        r.phase = "content"
-        r.i = r.segment = scan.end
+        super().__init__(tools, QwenXmlBlocks(mode, markers), reasoning_started=reasoning_started)
 
 
 __all__ = [
     "MODES",
     "VALUE_END",
     "VALUE_FORBIDDEN",
+    "BlockRead",
     "BlockScan",
     "Parameter",
+    "QwenXmlBlocks",
     "QwenXmlMode",
     "QwenXmlStreamState",
     "ScanMemo",
+    "StreamPiece",
     "check_mode",
     "check_scan",
     "convert_value",
