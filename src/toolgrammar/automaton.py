@@ -174,7 +174,6 @@ def dispatch(branches: Iterable[tuple[str | bytes, Node, str]]) -> Node:
     return Dispatch(items, tuple(keys), tuple(tails), tuple(cache_keys))
 
 
-
 def lit(text: str | bytes) -> Node:
     """An exact string (``str`` is encoded as UTF-8)."""
     return Lit(text.encode("utf-8") if isinstance(text, str) else bytes(text))
@@ -484,7 +483,6 @@ class DFA:
 
 
 _shared_dfas: weakref.WeakKeyDictionary[Node, DFA] = weakref.WeakKeyDictionary()
-
 
 
 class _NFA:

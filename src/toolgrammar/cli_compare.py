@@ -23,6 +23,7 @@ import typer
 
 from .cli import app
 from .compare import DEFAULT_LIMIT, DEFAULT_MAX_NEW_TOKENS
+from .formats import FORMAT_HELP
 
 _SEED_HELP = "Seeds, comma-separated, ranges allowed: '0', '0,1,2', '0-2'. Each task runs once per seed in each mode."
 
@@ -81,7 +82,7 @@ def compare_command(
             "and results go back as <tool_response> turns (the seed harness used 8)."
         ),
     ] = 1,
-    format: Annotated[str, typer.Option(help="Tool-call format: 'hermes' or 'qwen-xml'.")] = "hermes",
+    format: Annotated[str, typer.Option(help=FORMAT_HELP)] = "hermes",
     mode: Annotated[
         str,
         typer.Option(

@@ -11,6 +11,7 @@ import typer
 
 from .cli import app
 from .errors import ToolgrammarError
+from .formats import FORMAT_HELP
 
 
 def _fail(message: str) -> NoReturn:
@@ -29,7 +30,7 @@ def grammar_command(
             "to reproduce the seed harness's numbers."
         ),
     ] = "schema",
-    format: Annotated[str, typer.Option("--format", help="Tool-call format: 'hermes' or 'qwen-xml'.")] = "hermes",
+    format: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "hermes",
     tool_choice: Annotated[str, typer.Option(help="'auto', 'required', 'none' or a tool name.")] = "auto",
     reasoning: Annotated[
         str,

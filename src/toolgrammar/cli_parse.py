@@ -22,11 +22,10 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from .cli import app
+from .formats import FORMAT_HELP
 
 ARGUMENT_MODES = ("schema", "strings")
 PARSE_MODES = ("strict", "seed", "lenient")
-FORMAT_PARSE_MODES: dict[str, tuple[str, ...]] = {"hermes": ("strict", "seed"), "qwen-xml": ("strict", "lenient")}
-"""The parse modes each built-in format has (an out-of-tree ``package.module:Class`` format is not checked)."""
 
 
 FileArg = Annotated[
@@ -64,7 +63,7 @@ ParseModeOpt = Annotated[
         "calls, as vLLM and llama.cpp recover them).",
     ),
 ]
-FormatOpt = Annotated[str, typer.Option("--format", help="Tool-call format: 'hermes' or 'qwen-xml'.")]
+FormatOpt = Annotated[str, typer.Option("--format", help=FORMAT_HELP)]
 ReasoningOpt = Annotated[
     bool,
     typer.Option(
@@ -98,12 +97,15 @@ def parse_command(
         _fail(f"--mode {mode!r} is not one of: {', '.join(ARGUMENT_MODES)}")
     if parse_mode not in PARSE_MODES:
         _fail(f"--parse-mode {parse_mode!r} is not one of: {', '.join(PARSE_MODES)}")
-    format_modes = FORMAT_PARSE_MODES.get(format)
-    if format_modes is not None and parse_mode not in format_modes:
-        _fail(
-            f"--parse-mode {parse_mode!r} does not exist for --format {format}; {format} has: "
-            f"{', '.join(format_modes)} ('seed' is hermes only, 'lenient' qwen-xml only)"
-        )
+    from .formats import get_format
+
+    try:
+        format_modes = get_format(format).parse_modes
+    except ToolgrammarError as error:
+        _fail(str(error))
+    if parse_mode not in format_modes:
+        has = ", ".join(format_modes)
+        _fail(f"--parse-mode {parse_mode!r} does not exist for --format {format}; {format} has: {has}")
     try:
         text = file.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -73,10 +73,23 @@ if TYPE_CHECKING:
     from .turn import TurnParse
     from .vocab import Vocabulary
 
-FAMILY_FORMATS: dict[str, str] = {"qwen3-hermes": "hermes", "qwen3-xml": "qwen-xml"}
-"""CanIToolCall family slug -> toolgrammar format name."""
 
-FAMILY_PARSE_MODES: dict[str, ParseMode] = {"qwen3-hermes": "strict", "qwen3-xml": "lenient"}
+def _families() -> dict[str, tuple[str, ParseMode]]:
+    """CanIToolCall family slug -> (format name, parse mode), as each registered format declares
+    (:attr:`~toolgrammar.formats.base.ToolCallFormat.canitoolcall_families`)."""
+    from .formats import FORMATS, get_format
+
+    out: dict[str, tuple[str, ParseMode]] = {}
+    for name in FORMATS:
+        for slug, mode in get_format(name).canitoolcall_families.items():
+            out[slug] = (name, mode)  # type: ignore[assignment]
+    return out
+
+
+FAMILY_FORMATS: dict[str, str] = {slug: name for slug, (name, _) in _families().items()}
+"""CanIToolCall family slug -> toolgrammar format name (declared by the formats)."""
+
+FAMILY_PARSE_MODES: dict[str, ParseMode] = {slug: mode for slug, (_, mode) in _families().items()}
 """CanIToolCall family slug -> parse mode (``lenient`` for qwen3-xml: see the module docstring)."""
 
 VOCABULARY_FAMILIES: frozenset[str] = frozenset({"qwen3-xml"})

@@ -437,9 +437,8 @@ class TokenGrammar:
         # bound follows the paths a tokenizer really takes through literals.
         self._dist_tokens: set[int] = set(self.table.single_symbol_tokens.values())
         m = grammar.format.markers
-        self._add_literal_tokens(
-            [m.block_open, m.block_close, m.think_open, m.think_close, m.call_separator, *_JSON_PUNCTUATION]
-        )
+        markup = [m.block_open, m.block_close, m.think_open, m.think_close, m.call_separator]
+        self._add_literal_tokens([*markup, *_JSON_PUNCTUATION, *grammar.format.budget_literals()])
         self._add_literal_tokens(literal_bytes(grammar.node, tails=False))
         # One tool's rendered call spells the joins every call shares (opener, name key, closer).
         self._selected = grammar.options.selected_tools(grammar.tools) if grammar.options.tool_choice != "none" else []
@@ -870,7 +869,6 @@ _JSON_PUNCTUATION = (
     '"}, "',
     '"], "',
     "}, {",
-    "\n</tool_call>",
 )
 
 

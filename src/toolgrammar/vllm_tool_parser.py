@@ -63,6 +63,7 @@ from .vllm import EXTRA_ARGS_KEY
 
 logger = logging.getLogger("toolgrammar.vllm")
 
+
 class ToolgrammarToolParser(ToolParser):
     """Base of the per-format parsers: constrain in ``adjust_request``, parse with the strict parser."""
 

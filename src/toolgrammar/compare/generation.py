@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from ..formats import get_format
 from .config import CompareConfig, CompareError
 
 
@@ -65,7 +66,7 @@ class HFGenerator:
         self.tools = tools
         self.config = config
         tok = self.tokenizer
-        ids = {tok.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")}
+        ids = {tok.convert_tokens_to_ids(t) for t in get_format(config.format).markers.end_of_turn}
         if tok.eos_token_id is not None:
             ids.add(tok.eos_token_id)
         gen_eos = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
@@ -234,7 +235,6 @@ def assistant_opening(config: CompareConfig, tools: Any) -> str:
     """
     if config.tool_choice in ("auto", "none") or config.prose_first or config.reasoning != "disabled":
         return ""
-    from ..formats import get_format
     from ..grammar import compile_turn
 
     forced = compile_turn(tools, **config.grammar_options()).forced_text()

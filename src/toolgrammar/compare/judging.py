@@ -3,15 +3,15 @@ and the counts of a run."""
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..formats import get_format
 from ..other_shapes import find_other_shape_calls
 from ..sandbox import Sandbox
-from ..turn import TurnParse
+from ..turn import Block, TurnParse
 from .config import CompareConfig, Task
 
 
@@ -56,10 +56,7 @@ def _inside_unclosed(text: str, parse: TurnParse, tools: Any, config: CompareCon
     """
     if not parse.blocks or parse.blocks[-1].closed:
         return None
-    from ..formats import get_format
-
-    closer = get_format(config.format).markers.block_close
-    closed = _parse(text.rstrip("\n") + "\n" + closer, tools, config)
+    closed = _parse(get_format(config.format).closed_cut_block(text), tools, config)
     if len(closed.blocks) != len(parse.blocks) or not closed.blocks[-1].closed:
         return {"kind": "truncated", "call": None}
     block = closed.blocks[-1]
@@ -78,6 +75,7 @@ def _judged(text: str, tools: Any, config: CompareConfig) -> tuple[TurnParse, di
     parse = _parse(text, tools, config)
     return parse, {
         "parse": parse.to_dict(),
+        "block_names": [_block_name(b, config) for b in parse.blocks],
         "error_kinds": [e.kind for e in parse.errors],
         "errors": [e.message for e in parse.errors],
         "other_shape_calls": [c.to_dict() for c in find_other_shape_calls(parse.content, tools)],
@@ -101,9 +99,9 @@ def _intended_calls(turn: Mapping[str, Any]) -> list[dict[str, Any]]:
     """
     calls = []
     inside = turn.get("inside_unclosed") or {}
-    for block in turn["parse"]["blocks"]:
+    for block, block_name in zip(turn["parse"]["blocks"], turn["block_names"], strict=True):
         call = block["call"]
-        name = call["name"] if call else _block_name(block["raw"])
+        name = call["name"] if call else block_name
         arguments = call["arguments"] if call else None
         if not block["closed"] and inside.get("call"):
             arguments = inside["call"]["arguments"]  # cut before its closer, but its arguments can be read
@@ -118,13 +116,11 @@ def _intended_calls(turn: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [c for _, c in sorted(calls, key=lambda item: item[0])]
 
 
-def _block_name(raw: str) -> str | None:
-    """The tool name an invalid block gives, when it gives one ("name" in JSON, ``<function=`` in XML)."""
-    for pattern in (r'"name"\s*:\s*"([^"\\\n]*)"', r"<function=([^>\n]*)>"):
-        match = re.search(pattern, raw)
-        if match:
-            return match.group(1)
-    return None
+def _block_name(block: Block, config: CompareConfig) -> str | None:
+    """The tool name a block gives: its call's, else what the format reads from the invalid block's text."""
+    if block.call is not None:
+        return block.call.name
+    return get_format(config.format).block_name(block.raw)
 
 
 def _summarize_run(conversation: _Conversation) -> dict[str, Any]:

@@ -19,7 +19,10 @@ FORMATS: dict[str, str] = {
     "hermes": "toolgrammar.formats.hermes:HermesFormat",
     "qwen-xml": "toolgrammar.formats.qwen_xml:QwenXmlFormat",
 }
-"""Built-in formats: name -> ``module:Class``. Resolved on first use."""
+"""Built-in formats: name -> ``module:Class``. Resolved on first use. Adding a format is one line here."""
+
+FORMAT_HELP = f"Tool-call format: {', '.join(repr(name) for name in FORMATS)} (or package.module:Class)."
+"""The ``--format`` help of every command."""
 
 _cache: dict[str, ToolCallFormat] = {}
 

@@ -52,6 +52,8 @@ class Markers:
         "<|endoftext|>",
     )
     """Markup that must never leak into content, reasoning, names or arguments."""
+    end_of_turn: tuple[str, ...] = ("<|im_end|>", "<|endoftext|>")
+    """The tokens that end an assistant turn in this format's models (generation stops at any of them)."""
 
 
 class ToolCallFormat(ABC):
@@ -67,6 +69,11 @@ class ToolCallFormat(ABC):
     think_avoid: ClassVar[tuple[str, ...] | None] = None
     """What reasoning may not contain (default: the closing think marker, which ends it). If the
     block opener is listed, a block may directly follow the reasoning text."""
+    parse_modes: ClassVar[tuple[str, ...]] = ("strict",)
+    """The block-reading modes this format has (``strict`` first: every format has it)."""
+    canitoolcall_families: ClassVar[dict[str, str]] = {}
+    """CanIToolCall family slug -> the parse mode its fixtures are read in (the conformance adapter
+    declares every family a registered format lists here)."""
 
     @abstractmethod
     def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
@@ -94,6 +101,22 @@ class ToolCallFormat(ABC):
         from .reader import TurnStreamState
 
         return TurnStreamState(tools, self.block_reader(mode), reasoning_started=reasoning_started)
+
+    def budget_literals(self) -> tuple[str, ...]:
+        """Literal strings beyond the markers whose tokens the budget bound should walk: the joins a
+        tokenizer spells across (default: the separator and the closer, as the template writes them)."""
+        m = self.markers
+        return (m.call_separator + m.block_close,)
+
+    def block_name(self, raw: str) -> str | None:
+        """The tool name an invalid block's text gives, when it gives one (for counting which tool a
+        broken call meant); ``None`` by default."""
+        return None
+
+    def closed_cut_block(self, text: str) -> str:
+        """A turn cut inside a block, with the block closed as the template closes one: parsing it
+        again judges what the cut call held so far (unknown tool, invented argument...)."""
+        return text.rstrip("\n") + "\n" + self.markers.block_close
 
     def check_tools(self, tools: ToolSet) -> None:  # noqa: B027 - optional hook
         """Raise :class:`~toolgrammar.errors.ToolSchemaError` for names or keys this format cannot carry."""

@@ -1,7 +1,7 @@
-"""Format description files (``toolgrammar/grammars/<format>.toml``), read at run time.
+"""Format description files (``formats/<format>/format.toml``), read at run time.
 
 A format's markers and block shape are data, not strings buried in code: the grammar and the parser
-of a format both read them from its file.
+of a format both read them from the description file in the format's own folder.
 """
 
 from __future__ import annotations
@@ -14,26 +14,30 @@ from typing import Any
 from ..errors import GrammarError
 from .base import Markers
 
+_TUPLE_MARKERS = ("leak", "end_of_turn")
+
 
 @cache
-def format_spec(name: str) -> dict[str, Any]:
-    """The parsed description file of format ``name``."""
+def format_spec(package: str) -> dict[str, Any]:
+    """The parsed ``format.toml`` of the format package ``package`` (``toolgrammar.formats.hermes``)."""
+    where = f"{package.replace('.', '/')}/format.toml"
     try:
-        text = resources.files("toolgrammar").joinpath("grammars", f"{name}.toml").read_text(encoding="utf-8")
-    except FileNotFoundError as error:
-        raise GrammarError(f"no description file grammars/{name}.toml for format {name!r}") from error
+        text = resources.files(package).joinpath("format.toml").read_text(encoding="utf-8")
+    except (FileNotFoundError, ModuleNotFoundError) as error:
+        raise GrammarError(f"no description file {where}") from error
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        raise GrammarError(f"grammars/{name}.toml is not valid TOML: {error}") from error
+        raise GrammarError(f"{where} is not valid TOML: {error}") from error
 
 
-def markers_of(name: str) -> Markers:
-    """The markers of format ``name``, from its description file."""
-    raw = dict(format_spec(name)["markers"])
-    if "leak" in raw:
-        raw["leak"] = tuple(raw["leak"])
+def markers_of(package: str) -> Markers:
+    """The markers of the format package ``package``, from its description file."""
+    raw = dict(format_spec(package)["markers"])
+    for key in _TUPLE_MARKERS:
+        if key in raw:
+            raw[key] = tuple(raw[key])
     try:
         return Markers(**raw)
     except TypeError as error:
-        raise GrammarError(f"grammars/{name}.toml: bad [markers] table: {error}") from error
+        raise GrammarError(f"{package.replace('.', '/')}/format.toml: bad [markers] table: {error}") from error

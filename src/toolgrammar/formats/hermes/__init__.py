@@ -11,6 +11,7 @@ Grammar pieces live in :mod:`.grammar`, the block reader in :mod:`.parser`; this
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..base import Markers, ToolCallFormat
@@ -22,18 +23,29 @@ if TYPE_CHECKING:
     from ...tools import Tool, ToolSet
     from .parser import HermesBlocks
 
+_NAME = re.compile(r'"name"\s*:\s*"([^"\\\n]*)"')
+
 
 class HermesFormat(ToolCallFormat):
     """``<tool_call>`` blocks holding one JSON object ``{"name", "arguments"}``."""
 
     name: ClassVar[str] = "hermes"
-    markers: ClassVar[Markers] = markers_of("hermes")
-    block: ClassVar[dict[str, str]] = format_spec("hermes")["block"]
+    markers: ClassVar[Markers] = markers_of(__name__)
+    block: ClassVar[dict[str, str]] = format_spec(__name__)["block"]
+    parse_modes: ClassVar[tuple[str, ...]] = ("strict", "seed")
+    canitoolcall_families: ClassVar[dict[str, str]] = {"qwen3-hermes": "strict"}
 
     def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
         from .grammar import block_grammar
 
         return block_grammar(tools, options, self.block, self.markers)
+
+    def budget_literals(self) -> tuple[str, ...]:
+        return (self.block["close"],)
+
+    def block_name(self, raw: str) -> str | None:
+        match = _NAME.search(raw)
+        return match.group(1) if match else None
 
     def render_call(self, tool: Tool | str, arguments: dict[str, Any]) -> str:
         name = tool if isinstance(tool, str) else tool.name

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 def block_grammar(tools: ToolSet, options: GrammarOptions, block: dict[str, str], markers: Markers) -> Node:
     """One block for any of ``tools`` (or only ``options.tool_choice`` when it names a tool).
 
-    ``block`` is the ``[block]`` table of ``grammars/hermes.toml``.
+    ``block`` is the ``[block]`` table of ``format.toml`` (this folder).
 
     Canonical spelling: ``{"name": "NAME", "arguments": ARGS}`` with the chat template's separators,
     newline after the opener and before the closer. ``escape_markers`` keeps the closing marker out of

@@ -13,10 +13,12 @@ Grammar pieces live in :mod:`.grammar`, the block reader in :mod:`.parser`; this
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...errors import ToolSchemaError
 from ..base import Markers, ToolCallFormat
+from ..spec import markers_of
 
 if TYPE_CHECKING:
     from ...automaton import Node
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from .parser import QwenXmlBlocks
 
 _FORBIDDEN_IN_NAMES = ("<", ">", "\n", "\r")
+_FUNCTION_NAME = re.compile(r"<function=([^>\n]*)>")
 
 
 def render_value(value: Any, *, python_literals: bool = False) -> str:
@@ -58,7 +61,10 @@ class QwenXmlFormat(ToolCallFormat):
     """``<tool_call>`` blocks holding ``<function=NAME>`` with one ``<parameter=KEY>`` per argument."""
 
     name: ClassVar[str] = "qwen-xml"
-    markers: ClassVar[Markers] = Markers()
+    markers: ClassVar[Markers] = markers_of(__name__)
+    parse_modes: ClassVar[tuple[str, ...]] = ("strict", "lenient")
+    canitoolcall_families: ClassVar[dict[str, str]] = {"qwen3-xml": "lenient"}
+    """CanIToolCall's qwen3-xml fixtures expect what servers recover (a bare ``<function=``...)."""
     think_avoid: ClassVar[tuple[str, ...]] = ("</think>", "<tool_call>")
     """What reasoning text may not contain: this parser ends the reasoning at either (a ``<tool_call>``
     inside an unclosed ``<think>`` is a call, as in llama.cpp and vLLM)."""
@@ -83,6 +89,10 @@ class QwenXmlFormat(ToolCallFormat):
         from .parser import QwenXmlBlocks
 
         return QwenXmlBlocks(mode, self.markers)
+
+    def block_name(self, raw: str) -> str | None:
+        match = _FUNCTION_NAME.search(raw)
+        return match.group(1) if match else None
 
     def check_tools(self, tools: ToolSet) -> None:
         """Tool names and parameter keys are written inside ``<function=...>`` / ``<parameter=...>``."""
