@@ -92,6 +92,10 @@ FAMILY_FORMATS: dict[str, str] = {slug: name for slug, (name, _) in _families().
 FAMILY_PARSE_MODES: dict[str, ParseMode] = {slug: mode for slug, (_, mode) in _families().items()}
 """CanIToolCall family slug -> parse mode (``lenient`` for qwen3-xml: see the module docstring)."""
 
+_QWEN_FAMILIES: frozenset[str] = frozenset({"qwen3-hermes", "qwen3-xml"})
+"""Families whose vocabularies this module locates (the Qwen ones, below); every other family's format
+locates its own (:meth:`~toolgrammar.formats.base.ToolCallFormat.fixture_vocabulary`)."""
+
 VOCABULARY_FAMILIES: frozenset[str] = frozenset({"qwen3-xml"})
 """Families whose ids are decoded with :class:`toolgrammar.vocab.Vocabulary` chosen per fixture; the
 others (``qwen3-hermes``) use the Qwen3 ``tokenizers`` tokenizer, as they always have."""
@@ -300,6 +304,8 @@ class CanIToolCallAdapter(Adapter):
             self._format(family)
         except Exception as error:  # the format's module is not written yet, or fails to import
             return Support(False, f"toolgrammar format {fmt_name!r} is not available: {error}")
+        if family not in _QWEN_FAMILIES:  # the format locates its own vocabularies
+            return Support(True)
         if family in VOCABULARY_FAMILIES:
             if vocabulary_name(model) is None:
                 return Support(
@@ -319,7 +325,14 @@ class CanIToolCallAdapter(Adapter):
                 raw.generation_prompt, fmt.markers.think_open, fmt.markers.think_close
             ),
         }
-        if raw.family in VOCABULARY_FAMILIES:
+        if raw.family not in _QWEN_FAMILIES:
+            vocab = self._format_vocabulary(raw)
+            config["tokenizer"] = f"{vocab.name} vocabulary" if vocab else "none: fixture text"
+            if vocab is not None:
+                config["vocabulary_fingerprint"] = vocab.fingerprint
+                config["detokenizer"] = "token bytes, incremental UTF-8 (errors=replace)"
+                config["special_split"] = "added tokens (control tokens included)"
+        elif raw.family in VOCABULARY_FAMILIES:
             vocab = self._vocabulary(raw)
             config["tokenizer"] = f"{vocab.name} vocabulary from {_vocabulary_source(vocab.name)}"
             config["vocabulary_fingerprint"] = vocab.fingerprint
@@ -335,11 +348,16 @@ class CanIToolCallAdapter(Adapter):
     def units(self, raw: ReplayInput) -> list[int]:
         if raw.token_ids is not None:
             return list(raw.token_ids)
+        if raw.family not in _QWEN_FAMILIES:
+            raise AdapterUnavailable(f"{raw.fixture_id}: no output_token_ids, and toolgrammar does not encode text")
         if raw.family in VOCABULARY_FAMILIES and self._vocabulary(raw).name == "qwen3.5-248k":
             return _qwen35_encoder().encode(raw.text, add_special_tokens=False).ids
         return qwen3_tokenizer().encode(raw.text, add_special_tokens=False).ids
 
     def special_token_ids(self, raw: ReplayInput) -> Collection[int] | None:
+        if raw.family not in _QWEN_FAMILIES:
+            vocab = self._format_vocabulary(raw)
+            return None if vocab is None else vocab.added_ids | vocab.special_ids
         if raw.family in VOCABULARY_FAMILIES:
             vocab = self._vocabulary(raw)
             return vocab.added_ids | vocab.special_ids
@@ -349,14 +367,25 @@ class CanIToolCallAdapter(Adapter):
     # -- parses
 
     def parse(self, raw: ReplayInput, tools: Sequence[ToolSpec]) -> ParseResult:
-        if raw.family in VOCABULARY_FAMILIES:
+        if raw.family not in _QWEN_FAMILIES:
+            vocab = self._format_vocabulary(raw)
+            text = raw.text if vocab is None else vocab.decode(self.units(raw)).decode("utf-8", errors="replace")
+        elif raw.family in VOCABULARY_FAMILIES:
             text = self._vocabulary(raw).decode(self.units(raw)).decode("utf-8", errors="replace")
         else:
             text = qwen3_tokenizer().decode(self.units(raw), skip_special_tokens=False)
         return self._guarded(lambda: _to_result(self._parse_text(raw, text, tools)))
 
     def parse_stream(self, raw: ReplayInput, chunks: Sequence[Sequence[int]], tools: Sequence[ToolSpec]) -> ParseResult:
-        source = self._vocabulary(raw) if raw.family in VOCABULARY_FAMILIES else qwen3_tokenizer()
+        source: Tokenizer | Vocabulary | None
+        if raw.family not in _QWEN_FAMILIES:
+            source = self._format_vocabulary(raw)
+            if source is None:
+                raise AdapterUnavailable(
+                    f"{raw.fixture_id}: no offline tokenizer for {raw.family}; run the text strategies (char:*) only"
+                )
+        else:
+            source = self._vocabulary(raw) if raw.family in VOCABULARY_FAMILIES else qwen3_tokenizer()
         deltas = decode_stream(source, chunks)
         return self._guarded(lambda: self._stream(raw, deltas, tools))
 
@@ -378,6 +407,16 @@ class CanIToolCallAdapter(Adapter):
         if name is None:  # supports() declined the model; a pin naming another repo is a harness problem
             raise AdapterUnavailable(f"{raw.fixture_id}: no offline vocabulary for tokenizer {repo}")
         return vocabulary(name)
+
+    def _format_vocabulary(self, raw: ReplayInput) -> Vocabulary | None:
+        """The vocabulary the family's format locates for the fixture's tokenizer pin (``None``: none ships)."""
+        from .errors import TokenizerError
+
+        repo = raw.tokenizer.repo if raw.tokenizer is not None else raw.model
+        try:
+            return self._format(raw.family).fixture_vocabulary(repo)
+        except TokenizerError as error:  # the package is missing: a harness problem, not an outcome
+            raise AdapterUnavailable(str(error)) from error
 
     def _reasoning_started(self, raw: ReplayInput) -> bool:
         markers = self._format(raw.family).markers

