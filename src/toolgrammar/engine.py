@@ -93,6 +93,8 @@ class TokenTable:
         self.flat = flat
         self.offsets = offsets
         self.lengths = lengths
+        self.id_of_bytes: dict[bytes, int] = vocab._id_of_bytes
+        """Token bytes -> id (the budget bound's literal tokens): per tokenizer, like the rest of the table."""
         if (lengths == 0).any():
             empty = np.flatnonzero(lengths == 0)[:5].tolist()
             raise TokenizerError(f"tokens with no bytes cannot be walked: ids {empty}...")
@@ -491,7 +493,7 @@ class TokenGrammar:
 
     def _literal_tokens(self, texts: list[str | bytes]) -> set[int]:
         """Every token that spells a piece (up to 32 bytes) of one of ``texts``."""
-        id_of = self.vocab._id_of_bytes
+        id_of = self.table.id_of_bytes
         special = self.vocab.special_ids
         out: set[int] = set()
         for text in texts:
@@ -505,7 +507,7 @@ class TokenGrammar:
 
     def _greedy_tokens(self, data: bytes) -> list[int]:
         """``data`` cut into the longest tokens first (every byte is a token in byte-level vocabularies)."""
-        id_of = self.vocab._id_of_bytes
+        id_of = self.table.id_of_bytes
         special = self.vocab.special_ids
         out: list[int] = []
         i = 0
