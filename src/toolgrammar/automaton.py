@@ -1107,30 +1107,41 @@ def _minimize(
 
 
 def _intersect(dfa: DFA, guard: np.ndarray) -> DFA:
-    """``dfa`` run in step with a small guard automaton (start 0; ``-1`` = forbidden), pruned."""
-    index = {(dfa.start, 0): 0}
-    pairs = [(dfa.start, 0)]
+    """``dfa`` run in step with a small guard automaton (start 0; ``-1`` = forbidden), pruned.
+
+    A pair of states is one code (``d * guards + g``); each row is built with array operations over
+    the symbols, and only its few distinct target pairs go through Python.
+    """
+    n_guard = guard.shape[0]
+    transitions = dfa.transitions.astype(np.int64)
+    guard64 = guard.astype(np.int64)
+    start = dfa.start * n_guard
+    index = {start: 0}
+    pairs = [start]
     rows = []
     i = 0
     while i < len(pairs):
-        d, g = pairs[i]
+        d, g = divmod(pairs[i], n_guard)
         i += 1
+        dn, gn = transitions[d], guard64[g]
+        ok = (dn >= 0) & (gn >= 0)
         row = np.full(N_SYMBOLS, DEAD, dtype=np.int32)
-        dn = dfa.transitions[d]
-        gn = guard[g]
-        for x in np.flatnonzero((dn >= 0) & (gn >= 0)).tolist():
-            key = (int(dn[x]), int(gn[x]))
-            j = index.get(key)
-            if j is None:
-                j = len(pairs)
-                index[key] = j
-                pairs.append(key)
-            row[x] = j
+        if ok.any():
+            codes = dn[ok] * n_guard + gn[ok]
+            targets = np.unique(codes)
+            ids = np.empty(len(targets), dtype=np.int32)
+            for k, code in enumerate(targets.tolist()):
+                j = index.get(code)
+                if j is None:
+                    j = index[code] = len(pairs)
+                    pairs.append(code)
+                ids[k] = j
+            row[ok] = ids[np.searchsorted(targets, codes)]
         rows.append(row)
     table = np.stack(rows)
-    accepting = np.array([bool(dfa.accepting[d]) for d, _ in pairs])
-    safe = np.array([bool(dfa.safe[d]) for d, _ in pairs])
-    return _prune(table, 0, accepting, safe)
+    states = np.array(pairs, dtype=np.int64) // n_guard
+    # Not minimized here: the automaton this is embedded in is minimized as a whole.
+    return _prune(table, 0, dfa.accepting[states].astype(bool), dfa.safe[states].astype(bool), minimize=False)
 
 
 def _product_not_prefixed(dfa: DFA, word: bytes) -> DFA:
