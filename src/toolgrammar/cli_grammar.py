@@ -13,6 +13,11 @@ from .cli import app
 from .errors import ToolgrammarError
 from .formats import FORMAT_HELP
 
+EXPORTS = ("gbnf", "lark", "structural-tag")
+"""The exports :mod:`toolgrammar.exports` writes (kept here so that ``--help`` imports nothing heavy)."""
+EXPORT_CHOICES = ("regex", "block-regex", "json", *EXPORTS)
+"""Every value of ``--export``."""
+
 
 def _fail(message: str) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
@@ -47,7 +52,15 @@ def grammar_command(
     escape_markers: Annotated[bool, typer.Option(help="Forbid the raw closing marker in string values.")] = False,
     export: Annotated[
         str | None,
-        typer.Option(help="Print the grammar: 'regex' (the whole turn), 'block-regex' (one block) or 'json' (stats)."),
+        typer.Option(
+            help="Print the grammar instead of its size: 'regex' (the whole turn, a Python regex with lookaheads), "
+            "'block-regex' (one block), 'json' (stats), 'gbnf' (the whole turn in llama.cpp's GBNF: llama.cpp "
+            "--grammar-file, Ollama, llama-cpp-python, xgrammar's EBNF reader), 'lark' (the whole turn as a lark "
+            "grammar for llguidance, e.g. vLLM/SGLang with the llguidance backend) or 'structural-tag' (the "
+            "whole turn as an xgrammar structural tag, JSON: xgrammar, vLLM, SGLang; refused where a tag cannot "
+            "say the turn, e.g. qwen-xml). The GBNF and lark exports describe the turn's text; the golden files "
+            "under grammars/ are written by `python -m toolgrammar.exports write grammars/`."
+        ),
     ] = None,
 ) -> None:
     """Compile TOOLS into the grammar of an assistant turn; print its size, or export it for other engines."""
@@ -84,9 +97,16 @@ def grammar_command(
         typer.echo(grammar.block_regex())
     elif export == "json":
         typer.echo(json.dumps(stats, indent=2))
+    elif export in EXPORTS:
+        from .exports import export as export_grammar
+
+        try:
+            typer.echo(export_grammar(grammar, export), nl=False)
+        except ToolgrammarError as error:
+            _fail(str(error))
     elif export is None:
         n_tools, n_states = len(stats["tools"]), stats["dfa_states"]
         typer.echo(f"{n_tools} tools, {n_states} automaton states, compiled in {elapsed_ms:.1f} ms")
         typer.echo(f"options: {grammar.options.key}")
     else:
-        _fail(f"unknown --export {export!r}; choose regex, block-regex or json")
+        _fail(f"unknown --export {export!r}; choose {', '.join(EXPORT_CHOICES)}")

@@ -316,7 +316,7 @@ class CanIToolCallAdapter(Adapter):
         return Support(True)
 
     def parser_config(self, raw: ReplayInput) -> dict[str, Any]:
-        fmt = self._format(raw.family)
+        fmt = self._fixture_format(raw)
         config: dict[str, Any] = {
             "format": fmt.name,
             "parse_mode": FAMILY_PARSE_MODES[raw.family],
@@ -399,6 +399,15 @@ class CanIToolCallAdapter(Adapter):
 
         return get_format(FAMILY_FORMATS[family])
 
+    def _fixture_format(self, raw: ReplayInput) -> ToolCallFormat:
+        """The family's format, or the variant it names for the fixture's tokenizer pin
+        (:meth:`~toolgrammar.formats.base.ToolCallFormat.fixture_format`)."""
+        from .formats import get_format
+
+        fmt = self._format(raw.family)
+        variant = fmt.fixture_format(raw.tokenizer.repo if raw.tokenizer is not None else raw.model)
+        return fmt if variant is None else get_format(variant)
+
     @staticmethod
     def _vocabulary(raw: ReplayInput) -> Vocabulary:
         """The vocabulary of the fixture's tokenizer pin (its reference model when it has none)."""
@@ -414,12 +423,12 @@ class CanIToolCallAdapter(Adapter):
 
         repo = raw.tokenizer.repo if raw.tokenizer is not None else raw.model
         try:
-            return self._format(raw.family).fixture_vocabulary(repo)
+            return self._fixture_format(raw).fixture_vocabulary(repo)
         except TokenizerError as error:  # the package is missing: a harness problem, not an outcome
             raise AdapterUnavailable(str(error)) from error
 
     def _reasoning_started(self, raw: ReplayInput) -> bool:
-        markers = self._format(raw.family).markers
+        markers = self._fixture_format(raw).markers
         return reasoning_started(raw.generation_prompt, markers.think_open, markers.think_close)
 
     def _toolset(self, raw: ReplayInput, tools: Sequence[ToolSpec]) -> ToolSet:
@@ -436,7 +445,7 @@ class CanIToolCallAdapter(Adapter):
         return parse_turn(
             text,
             self._toolset(raw, tools),
-            format=self._format(raw.family),
+            format=self._fixture_format(raw),
             mode=FAMILY_PARSE_MODES[raw.family],
             reasoning_started=self._reasoning_started(raw),
         )
@@ -446,7 +455,7 @@ class CanIToolCallAdapter(Adapter):
 
         stream = TurnStreamParser(
             self._toolset(raw, tools),
-            format=self._format(raw.family),
+            format=self._fixture_format(raw),
             mode=FAMILY_PARSE_MODES[raw.family],
             reasoning_started=self._reasoning_started(raw),
         )

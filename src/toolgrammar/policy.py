@@ -215,7 +215,8 @@ def turn_policy(tools: ToolSet, options: GrammarOptions, fmt: ToolCallFormat) ->
             opener=m.block_open,
             closer=m.block_close,
             separator=m.call_separator,
-            parallel=options.parallel_tool_calls,
+            # A format whose block is a section holding all the turn's calls writes one block per turn.
+            parallel=options.parallel_tool_calls and not fmt.block_holds_calls,
         )
         after: tuple[Part, ...] = (END,) if options.after_calls == "end" else (free(safe=True), END)
         calls = Sequence((blocks, *after))
@@ -227,6 +228,10 @@ def turn_policy(tools: ToolSet, options: GrammarOptions, fmt: ToolCallFormat) ->
             content = calls
 
     if options.reasoning == "disabled":
+        return TurnPolicy(format=fmt.name, text=text, turn=content)
+    if not m.think_open:  # a format without reasoning markers (Llama): there is no reasoning part to enable
+        if options.reasoning == "prefilled":
+            raise GrammarError(f"format {fmt.name!r} has no reasoning markers: reasoning='prefilled' cannot apply")
         return TurnPolicy(format=fmt.name, text=text, turn=content)
     think_words = tuple(fmt.think_avoid or (m.think_close,))
     ends_at_block = m.block_open in think_words  # this format's parser ends the reasoning at a block opener too

@@ -18,6 +18,23 @@ if TYPE_CHECKING:
 FORMATS: dict[str, str] = {
     "hermes": "toolgrammar.formats.hermes:HermesFormat",
     "qwen-xml": "toolgrammar.formats.qwen_xml:QwenXmlFormat",
+    "gpt-oss": "toolgrammar.formats.gpt_oss:GptOssFormat",
+    "gemma4": "toolgrammar.formats.gemma4:Gemma4Format",
+    "glm": "toolgrammar.formats.glm:GlmFormat",
+    "glm45": "toolgrammar.formats.glm:Glm45Format",
+    "llama3-json": "toolgrammar.formats.llama3_json:Llama3JsonFormat",
+    "llama4-pythonic": "toolgrammar.formats.llama4_pythonic:Llama4PythonicFormat",
+    "mistral": "toolgrammar.formats.mistral:MistralFormat",
+    "mistral-v3": "toolgrammar.formats.mistral_v3:MistralV3Format",
+    "mistral-think-text": "toolgrammar.formats.mistral_think_text:MistralThinkTextFormat",
+    "deepseek": "toolgrammar.formats.deepseek:DeepSeekFormat",
+    "deepseek-v3": "toolgrammar.formats.deepseek:DeepSeekV3Format",
+    "deepseek-v3.1": "toolgrammar.formats.deepseek:DeepSeekV31Format",
+    "deepseek-v3.2": "toolgrammar.formats.deepseek:DeepSeekV32Format",
+    "deepseek-v4": "toolgrammar.formats.deepseek:DeepSeekV4Format",
+    "deepseek-v4.1": "toolgrammar.formats.deepseek:DeepSeekV41Format",
+    "kimi": "toolgrammar.formats.kimi:KimiFormat",
+    "kimi-k3": "toolgrammar.formats.kimi:KimiK3Format",
 }
 """Built-in formats: name -> ``module:Class``. Resolved on first use. Adding a format is one line here."""
 

