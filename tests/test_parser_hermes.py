@@ -434,7 +434,7 @@ def test_block_offsets_with_reasoning_started(strings_tools):
 
 
 def test_unknown_parse_mode(strings_tools):
-    with pytest.raises(ValueError, match="unknown parse mode 'lenient'"):
+    with pytest.raises(ValueError, match="unknown hermes parse mode 'lenient'"):
         parse_turn(CALL, strings_tools, mode="lenient")  # type: ignore[arg-type]
 
 

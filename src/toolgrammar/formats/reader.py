@@ -90,6 +90,25 @@ class NotABlock:
         return "NOT_A_BLOCK"
 
 
+@dataclass(frozen=True)
+class Span:
+    """Where one block lies in the turn (a :class:`Cut`): ``text[start:end]`` is the block,
+    ``text[body_start:body_end]`` its body (to the end of the turn when it is not ``closed``)."""
+
+    start: int
+    body_start: int
+    body_end: int
+    end: int
+    closed: bool
+
+
+def check_mode(format_name: str, mode: str, modes: tuple[str, ...]) -> None:
+    """Raise ``ValueError`` for a parse mode the format does not have, naming the ones it has."""
+    if mode not in modes:
+        hint = " (the seed harness's regex mode exists only for hermes)" if mode == "seed" else ""
+        raise ValueError(f"unknown {format_name} parse mode {mode!r}; expected {' or '.join(map(repr, modes))}{hint}")
+
+
 NOT_A_BLOCK: Final = NotABlock()
 """What :meth:`BlockCursor.advance` returns when the candidate turned out to be text, not a block."""
 

@@ -37,12 +37,12 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...checks import check_call
 from ...turn import Block, CallError, ToolCall
-from ..reader import Opener
+from ..reader import Opener, Span
+from ..reader import check_mode as check_reader_mode
 from ..spec import format_spec
 
 if TYPE_CHECKING:
@@ -65,19 +65,8 @@ _WS = " \t\r\n"
 
 
 def check_mode(mode: str) -> None:
-    if mode not in MODES:
-        raise ValueError(f"unknown gemma4 parse mode {mode!r}; expected 'strict'")
-
-
-@dataclass(frozen=True)
-class Span:
-    """One block: ``text[start:end]``, its body ``text[body_start:body_end]``."""
-
-    start: int
-    body_start: int
-    body_end: int
-    end: int
-    closed: bool
+    """Raise ``ValueError`` for a parse mode this format does not have."""
+    check_reader_mode("gemma4", mode, MODES)
 
 
 class BlockEnd:

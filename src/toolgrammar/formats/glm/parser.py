@@ -74,6 +74,7 @@ from ...checks import check_call
 from ...turn import Block, CallError, ToolCall
 from ..qwen_xml.parser import convert_value
 from ..reader import Opener
+from ..reader import check_mode as check_reader_mode
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -100,9 +101,7 @@ class Tags:
 
 def check_mode(mode: str) -> None:
     """Raise ``ValueError`` for a parse mode this format does not have."""
-    if mode not in MODES:
-        hint = " (the seed harness's regex mode exists only for hermes)" if mode == "seed" else ""
-        raise ValueError(f"unknown glm parse mode {mode!r}; expected 'strict' or 'lenient'{hint}")
+    check_reader_mode("glm", mode, MODES)
 
 
 @dataclass(frozen=True)

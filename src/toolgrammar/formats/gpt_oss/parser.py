@@ -60,6 +60,7 @@ from ...checks import check_call
 from ...turn import Block, CallError, ToolCall
 from ..hermes.parser import JsonValueScanner
 from ..reader import NOT_A_BLOCK, NotABlock, Opener
+from ..reader import check_mode as check_reader_mode
 from ..spec import format_spec
 
 if TYPE_CHECKING:
@@ -86,8 +87,8 @@ _JSON_WS = " \t\r\n"
 
 
 def check_mode(mode: str) -> None:
-    if mode not in MODES:
-        raise ValueError(f"unknown gpt-oss parse mode {mode!r}; expected 'strict'")
+    """Raise ``ValueError`` for a parse mode this format does not have."""
+    check_reader_mode("gpt-oss", mode, MODES)
 
 
 @dataclass(frozen=True)

@@ -46,13 +46,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ...checks import check_call
 from ...turn import Block, CallError, TurnParse
 from ..base import Markers, ParseMode
-from ..reader import Opener, StreamPiece, TurnStreamState, read_turn
+from ..reader import Opener, Span, StreamPiece, TurnStreamState, read_turn
+from ..reader import check_mode as check_reader_mode
 
 if TYPE_CHECKING:
     from ...tools import ToolSet
@@ -69,8 +69,7 @@ _STRUCTURE = re.compile(r'["{}\[\]]')
 
 def check_mode(mode: str) -> None:
     """Raise ``ValueError`` for a parse mode this format does not have."""
-    if mode not in MODES:
-        raise ValueError(f"unknown parse mode {mode!r}; expected 'strict' or 'seed'")
+    check_reader_mode("hermes", mode, MODES)
 
 
 def parse_turn(
@@ -86,18 +85,6 @@ def parse_turn(
 
 
 # --------------------------------------------------------------------------- the block reader
-
-
-@dataclass(frozen=True)
-class Span:
-    """Where one block lies in the turn: ``text[start:end]`` is the block, ``text[body_start:body_end]``
-    its body (to the end of the turn when it is not ``closed``)."""
-
-    start: int
-    body_start: int
-    body_end: int
-    end: int
-    closed: bool
 
 
 class HermesBlocks:

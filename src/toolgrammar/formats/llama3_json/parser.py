@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ...checks import check_call
 from ...turn import Block, CallError
 from ..hermes.parser import JsonValueScanner, _json_error_kind, _loads
-from ..reader import Opener
+from ..reader import Opener, Span
+from ..reader import check_mode as check_reader_mode
 from ..spec import format_spec
 
 if TYPE_CHECKING:
@@ -47,19 +47,8 @@ _SEPARATOR = re.compile(r";[ \t]*")
 
 
 def check_mode(mode: str) -> None:
-    if mode not in MODES:
-        raise ValueError(f"unknown parse mode {mode!r}; llama3-json has 'strict' only")
-
-
-@dataclass(frozen=True)
-class Span:
-    """One call: ``text[start:end]`` is the block (separator included), ``text[body_start:body_end]`` its JSON."""
-
-    start: int
-    body_start: int
-    body_end: int
-    end: int
-    closed: bool
+    """Raise ``ValueError`` for a parse mode this format does not have."""
+    check_reader_mode("llama3-json", mode, MODES)
 
 
 def separator_end(text: str, at: int, openers: tuple[str, ...], final: bool) -> int | None:

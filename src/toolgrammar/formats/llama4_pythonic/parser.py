@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ...checks import check_call
 from ...turn import Block, CallError
 from ..reader import NOT_A_BLOCK, NotABlock, Opener
+from ..reader import check_mode as check_reader_mode
 from ..spec import format_spec
 
 if TYPE_CHECKING:
@@ -44,8 +45,8 @@ _WS = " \t\n\r"
 
 
 def check_mode(mode: str) -> None:
-    if mode not in MODES:
-        raise ValueError(f"unknown parse mode {mode!r}; llama4-pythonic has 'strict' only")
+    """Raise ``ValueError`` for a parse mode this format does not have."""
+    check_reader_mode("llama4-pythonic", mode, MODES)
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from ...checks import check_call
 from ...turn import Block, CallError
 from ..hermes.parser import JsonValueScanner, _json_error_kind, _loads
 from ..reader import Opener
+from ..reader import check_mode as check_reader_mode
 
 if TYPE_CHECKING:
     from ...tools import ToolSet
@@ -47,8 +48,8 @@ _BAD_NAME = re.compile(r"[\[\]\s{}]")
 
 
 def check_mode(mode: str) -> None:
-    if mode not in MODES:
-        raise ValueError(f"unknown parse mode {mode!r}; the Mistral formats have 'strict' only")
+    """Raise ``ValueError`` for a parse mode this format does not have."""
+    check_reader_mode("mistral", mode, MODES)
 
 
 @dataclass(frozen=True)

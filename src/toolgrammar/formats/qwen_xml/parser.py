@@ -102,6 +102,7 @@ from ...checks import check_call
 from ...turn import Block, CallError, ToolCall, TurnParse
 from ..base import Markers
 from ..reader import NOT_A_BLOCK, NotABlock, Opener, StreamPiece, TurnStreamState, read_turn
+from ..reader import check_mode as check_reader_mode
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -149,9 +150,7 @@ _BOOLEANS = {"true": True, "false": False, "True": True, "False": False}
 
 def check_mode(mode: str) -> None:
     """Raise ``ValueError`` for a parse mode this format does not have."""
-    if mode not in MODES:
-        hint = " (the seed harness's regex mode exists only for hermes)" if mode == "seed" else ""
-        raise ValueError(f"unknown qwen-xml parse mode {mode!r}; expected 'strict' or 'lenient'{hint}")
+    check_reader_mode("qwen-xml", mode, MODES)
 
 
 # --------------------------------------------------------------------------- one-shot parse
