@@ -18,36 +18,19 @@ with::
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-if __name__ == "__main__":  # run as a script: import the working tree's package
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
 from canitoolcall.adapters.base import ReplayInput
-from canitoolcall.adapters.worker import replay
-from canitoolcall.chunking import ChunkStrategy, synthetic_strategies
-from canitoolcall.fixtures import load_fixtures
 from canitoolcall.pytest_plugin import family_for
-from canitoolcall.results import Status
-from canitoolcall.runner import evaluate
 
-from toolgrammar.conformance import (
-    ALL_STRATEGIES,
-    FAMILY_FORMATS,
-    FAMILY_PARSE_MODES,
-    CanIToolCallAdapter,
-    fixture_matrix,
-    pass_table,
-)
+from conformance_replay import adapter_fixture, assert_strict_pass, each_fixture, family_fixtures, run_case, script_main
+from toolgrammar.conformance import FAMILY_FORMATS, FAMILY_PARSE_MODES, CanIToolCallAdapter
 from toolgrammar.formats import get_format
 from toolgrammar.parser import parse_turn
 
 FAMILY = "glm"
-STRATEGIES = tuple(ChunkStrategy.parse(s) for s in ALL_STRATEGIES)
-FIXTURES = load_fixtures(None, families=[FAMILY])
+FIXTURES = family_fixtures(FAMILY)
 
 # The ids of the markers in each tokenizer (from the tokenizers' own added_tokens tables).
 MARKER_IDS = {
@@ -58,20 +41,7 @@ MARKER_IDS = {
 N_TOKENS = {"zai-org/GLM-4.5": 151_365, "zai-org/GLM-4.7": 151_365, "zai-org/GLM-5.3": 154_856}
 
 
-@pytest.fixture(scope="module")
-def adapter():
-    adapter = CanIToolCallAdapter()
-    yield adapter
-    adapter.close()
-
-
-def run_case(adapter: CanIToolCallAdapter, fixture: Any) -> Any:
-    """One fixture replayed and checked as ``canitoolcall run`` does; returns its ``CaseResult``."""
-    family = family_for(fixture)
-    reply = replay(adapter, fixture, family, STRATEGIES)
-    assert reply["supported"], reply.get("reason")
-    synthetic = synthetic_strategies([s.id for s in STRATEGIES], CanIToolCallAdapter.tokens_per_step)
-    return evaluate(fixture, family, reply, include_observed="failures", synthetic=synthetic)
+adapter = adapter_fixture()
 
 
 def test_the_family_is_complete_and_declared() -> None:
@@ -98,20 +68,16 @@ def test_an_unknown_pin_has_no_vocabulary() -> None:
     assert get_format("glm").fixture_vocabulary("zai-org/GLM-9") is None
 
 
-@pytest.mark.parametrize("fixture", FIXTURES, ids=[f.id for f in FIXTURES])
+@each_fixture(FIXTURES)
 def test_token_ids_decode_to_the_raw_output(fixture: Any) -> None:
     assert fixture.tokenizer is not None
     vocab = get_format("glm").fixture_vocabulary(fixture.tokenizer.repo)
     assert vocab.decode(fixture.output_token_ids).decode("utf-8") == fixture.raw_output
 
 
-@pytest.mark.parametrize("fixture", FIXTURES, ids=[f.id for f in FIXTURES])
+@each_fixture(FIXTURES)
 def test_strict_pass_on_every_strategy(adapter: CanIToolCallAdapter, fixture: Any) -> None:
-    case = run_case(adapter, fixture)
-    assert not case.skipped_strategies, case.skipped_strategies
-    bad = [f"{r.check}@{r.strategy}: {r.status.value} ({r.detail})" for r in case.checks if r.status is not Status.PASS]
-    assert case.status is Status.PASS and not bad, "\n".join(bad)
-    assert {r.strategy for r in case.checks} >= {"nonstream", *ALL_STRATEGIES}
+    assert_strict_pass(run_case(fixture, adapter=adapter)[1])
 
 
 def test_the_adapter_reads_the_fixture_in_lenient_mode_with_the_real_vocabulary(adapter: CanIToolCallAdapter) -> None:
@@ -138,18 +104,5 @@ def test_strict_mode_reports_what_lenient_mode_recovers() -> None:
     assert len(strict.blocks) == len(lenient.blocks) == 1
 
 
-def main() -> int:
-    adapter = CanIToolCallAdapter()
-    try:
-        cases = [run_case(adapter, f) for f in FIXTURES]
-    finally:
-        adapter.close()
-    print(pass_table(cases, ALL_STRATEGIES))
-    if "--matrix" in sys.argv[1:]:
-        print()
-        print(fixture_matrix(cases, ALL_STRATEGIES))
-    return 0 if all(c.status is Status.PASS for c in cases) else 1
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(script_main(FIXTURES))  # --matrix: and the per-fixture matrix

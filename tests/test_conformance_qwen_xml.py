@@ -20,27 +20,16 @@ import codecs
 import sys
 from collections.abc import Collection, Sequence
 from functools import cache
-from pathlib import Path
 from typing import Any, ClassVar
 
-import pytest
-
-if __name__ == "__main__":  # run as a script: import the working tree's package
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
 from canitoolcall.adapters.base import Adapter, ReplayInput, Support, ToolSpec
-from canitoolcall.adapters.worker import replay
-from canitoolcall.chunking import ChunkStrategy, synthetic_strategies
-from canitoolcall.fixtures import load_fixtures
-from canitoolcall.pytest_plugin import family_for
-from canitoolcall.results import ParsedToolCall, ParseResult, Status, StreamAccumulator
-from canitoolcall.runner import evaluate
+from canitoolcall.results import ParsedToolCall, ParseResult, StreamAccumulator
 
-from toolgrammar.conformance import ALL_STRATEGIES, fixture_toolset, pass_table, reasoning_started
+from conformance_replay import assert_strict_pass, each_fixture, family_fixtures, run_case, script_main
+from toolgrammar.conformance import fixture_toolset, reasoning_started
 from toolgrammar.parser import TurnStreamParser, parse_turn
 
 FAMILY = "qwen3-xml"
-STRATEGIES = tuple(ChunkStrategy.parse(s) for s in ALL_STRATEGIES)
 PARSE_MODE = "lenient"
 
 
@@ -132,42 +121,24 @@ class QwenXmlReplayAdapter(Adapter):
         return vocabulary(raw.tokenizer.repo)
 
 
-FIXTURES = load_fixtures(None, families=[FAMILY])
-
-
-def run_case(fixture: Any) -> Any:
-    """One fixture replayed and checked as ``canitoolcall run`` does; returns its ``CaseResult``."""
-    family = family_for(fixture)
-    reply = replay(QwenXmlReplayAdapter(), fixture, family, STRATEGIES)
-    synthetic = synthetic_strategies([s.id for s in STRATEGIES], QwenXmlReplayAdapter.tokens_per_step)
-    return evaluate(fixture, family, reply, include_observed="failures", synthetic=synthetic)
+FIXTURES = family_fixtures(FAMILY)
 
 
 def test_the_family_is_complete() -> None:
     assert len(FIXTURES) == 54
 
 
-@pytest.mark.parametrize("fixture", FIXTURES, ids=[f.id for f in FIXTURES])
+@each_fixture(FIXTURES)
 def test_token_ids_decode_to_the_raw_output(fixture: Any) -> None:
     assert fixture.tokenizer is not None
     vocab = vocabulary(fixture.tokenizer.repo)
     assert vocab.decode(fixture.output_token_ids).decode("utf-8") == fixture.raw_output
 
 
-@pytest.mark.parametrize("fixture", FIXTURES, ids=[f.id for f in FIXTURES])
+@each_fixture(FIXTURES)
 def test_strict_pass_on_every_strategy(fixture: Any) -> None:
-    case = run_case(fixture)
-    assert not case.skipped_strategies, case.skipped_strategies
-    bad = [f"{r.check}@{r.strategy}: {r.status.value} ({r.detail})" for r in case.checks if r.status is not Status.PASS]
-    assert case.status is Status.PASS and not bad, "\n".join(bad)
-    assert {r.strategy for r in case.checks} >= {"nonstream", *ALL_STRATEGIES}
-
-
-def main() -> int:
-    cases = [run_case(f) for f in FIXTURES]
-    print(pass_table(cases, ALL_STRATEGIES))
-    return 0 if all(c.status is Status.PASS for c in cases) else 1
+    assert_strict_pass(run_case(fixture, adapter=QwenXmlReplayAdapter())[1])
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(script_main(FIXTURES, adapter=QwenXmlReplayAdapter()))

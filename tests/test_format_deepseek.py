@@ -14,16 +14,21 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-import jsonschema
-import numpy as np
 import pytest
 from canitoolcall.fixtures import load_fixtures
 
+from grammar_checks import (
+    GET_WEATHER,
+    assert_cut_in_block,
+    assert_masked,
+    assert_never_masked,
+    check_walks,
+    function_tool,
+)
 from toolgrammar.engine import TokenGrammar
 from toolgrammar.formats import get_format
 from toolgrammar.grammar import compile_turn
 from toolgrammar.parser import parse_turn
-from toolgrammar.testing import random_walk, replay
 
 FIXTURES = load_fixtures(None, families=["deepseek"])
 FORMATS = {
@@ -59,15 +64,14 @@ def token_grammar(fixture: Any, **options: Any) -> TokenGrammar:
 @pytest.mark.parametrize("fixture", FIXTURES, ids=[f.id for f in FIXTURES])
 def test_replay(fixture: Any) -> None:
     tg = token_grammar(fixture)
-    ids = [*fixture.output_token_ids, min(tg.vocab.eos_ids)]
-    first = replay(tg, ids).first_masked
+    ids, eos = list(fixture.output_token_ids), min(tg.vocab.eos_ids)
     cut_in_section = "truncated" in fixture.tags and "reasoning" not in fixture.tags
     if "malformed" in fixture.tags or fixture.id in NOT_CANONICAL:
-        assert first is not None
+        assert_masked(tg, ids, eos, why=NOT_CANONICAL.get(fixture.id, "malformed"))
     elif cut_in_section:
-        assert first == len(ids) - 1  # every token of the cut turn, but not the end of turn
+        assert_cut_in_block(tg, ids, eos)  # every token of the cut turn, but not the end of turn
     else:
-        assert first is None
+        assert_never_masked(tg, ids, eos)
 
 
 def test_render_is_the_fixtures_spelling() -> None:
@@ -82,35 +86,13 @@ def test_render_is_the_fixtures_spelling() -> None:
         assert get_format(format_of(fixture)).canonical_calls(calls) in fixture.raw_output, fixture.id
 
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "parameters": {
-                "type": "object",
-                "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]}},
-                "required": ["city"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "calc",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "x": {"type": "integer"},
-                    "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 2},
-                    "flag": {"type": ["boolean", "null"]},
-                    "note": {"anyOf": [{"type": "string", "maxLength": 5}, {"type": "number"}]},
-                },
-                "required": ["x"],
-            },
-        },
-    },
-]
+CALC = {
+    "x": {"type": "integer"},
+    "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 2},
+    "flag": {"type": ["boolean", "null"]},
+    "note": {"anyOf": [{"type": "string", "maxLength": 5}, {"type": "number"}]},
+}
+TOOLS = [GET_WEATHER, function_tool("calc", CALC, ["x"])]
 REPOS = {
     "deepseek-v3": "deepseek-ai/DeepSeek-V3-0324",
     "deepseek-v3.1": "deepseek-ai/DeepSeek-V3.1",
@@ -130,20 +112,10 @@ def test_random_walks_are_sound(fmt: str, choice: str) -> None:
         if fmt in ("deepseek-v3", "deepseek-v3.1")
         else None
     )
-    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
-    rng = np.random.default_rng(7)
-    for _ in range(6):
-        walk = random_walk(tg, rng, max_tokens=160, prefer=[opener] if opener is not None else (), eos_weight=0.2)
-        assert not walk.in_block_at_end  # the budget closed every started section
-        text = tg.vocab.decode(list(walk.tokens)).decode("utf-8", errors="replace")  # free text may cut a character
-        for eos in get_format(fmt).markers.end_of_turn:
-            text = text.removesuffix(eos)
-        turn = parse_turn(text, TOOLS, format=fmt)
-        assert turn.ok, (text, turn.errors)
-        for call in turn.tool_calls:
-            jsonschema.validate(call.arguments, schemas[call.name])
-        if choice == "required":
-            assert turn.tool_calls, text
+    prefer = [opener] if opener is not None else ()
+    check_walks(
+        tg, TOOLS, fmt, seed=7, n_walks=6, budget=160, require_call=choice == "required", prefer=prefer, eos_weight=0.2
+    )
 
 
 def test_the_grammar_and_parser_agree_on_rendered_calls() -> None:

@@ -12,19 +12,17 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-import numpy as np
 import pytest
 
+from grammar_checks import GET_WEATHER, assert_masked, assert_never_masked, byte_encode, byte_vocabulary, check_walks
 from toolgrammar.engine import TokenGrammar
 from toolgrammar.errors import ToolSchemaError
 from toolgrammar.formats import get_format
 from toolgrammar.formats.gemma4 import render_value
 from toolgrammar.grammar import compile_turn
 from toolgrammar.parser import parse_turn
-from toolgrammar.testing import accepts, random_walk, replay
+from toolgrammar.testing import accepts
 from toolgrammar.tools import load_tools
-from toolgrammar.vocab import Vocabulary
 
 FIXTURE_DIR = Path(__import__("canitoolcall").__file__).parent / "_data" / "fixtures" / "gemma4"
 FIXTURES = {
@@ -33,43 +31,16 @@ FIXTURES = {
 FMT = get_format("gemma4")
 M = FMT.markers
 MARKERS = (M.block_open, M.block_close, '<|"|>', M.think_open, M.think_close, "<|tool_response>", "<turn|>")
-VOCAB = Vocabulary(
-    "gemma4-toy-bytes",
-    tuple(bytes([i]) for i in range(256)) + tuple(m.encode() for m in MARKERS),
-    frozenset(),
-    frozenset({256 + MARKERS.index("<turn|>"), 256 + MARKERS.index("<|tool_response>")}),
-    frozenset(range(256, 256 + len(MARKERS))),
-)
+VOCAB = byte_vocabulary("gemma4-toy-bytes", MARKERS, eos=["<turn|>", "<|tool_response>"])
 EOS = 256 + MARKERS.index("<turn|>")
 
 
 def encode(text: str) -> list[int]:
     """Greedy: a marker as its one token, every other byte as itself (how Gemma 4 keeps its markers whole)."""
-    out, i, data = [], 0, text.encode()
-    while i < len(data):
-        hit = next((k for k, m in enumerate(MARKERS) if data.startswith(m.encode(), i)), None)
-        if hit is None:
-            out.append(data[i])
-            i += 1
-        else:
-            out.append(256 + hit)
-            i += len(MARKERS[hit].encode())
-    return out
+    return byte_encode(VOCAB, text)
 
 
-WEATHER = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "parameters": {
-                "type": "object",
-                "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]}},
-                "required": ["city"],
-            },
-        },
-    }
-]
+WEATHER = [GET_WEATHER]
 
 
 def parse(text: str, tools: Any = WEATHER) -> Any:
@@ -181,15 +152,14 @@ def test_canonical_fixtures_are_accepted_and_never_masked(name: str) -> None:
     grammar = compile_turn(record["tools"], format="gemma4", cache=False, **options_for(name))
     assert accepts(grammar, record["raw_output"])
     tg = token_grammar(json.dumps(record["tools"]), **options_for(name))
-    result = replay(tg, [*encode(record["raw_output"]), EOS])
-    assert result.first_masked is None
+    assert_never_masked(tg, encode(record["raw_output"]), EOS)
 
 
 @pytest.mark.parametrize("name", sorted(n for n in NON_CANONICAL if toolset_ok(n)))
 def test_non_canonical_fixtures_are_rejected(name: str) -> None:
     record = FIXTURES[name]
     tg = token_grammar(json.dumps(record["tools"]))
-    assert replay(tg, [*encode(record["raw_output"]), EOS]).first_masked is not None, NON_CANONICAL[name]
+    assert_masked(tg, encode(record["raw_output"]), EOS, why=NON_CANONICAL[name])
 
 
 @pytest.mark.parametrize(
@@ -244,22 +214,17 @@ WALK_CASES = [
 def test_random_walks_are_sound(options: dict[str, Any], label: str) -> None:
     """Every walk parses with zero errors and every call satisfies its schema (DESIGN.md invariant 1)."""
     tg = token_grammar(json.dumps(MIXED), **options)
-    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in MIXED}
     opener, quote, think_close = (256 + MARKERS.index(m) for m in (M.block_open, '<|"|>', M.think_close))
     steer = [opener, quote, think_close, ord("}"), ord("]"), ord(",")]
-    rng = np.random.default_rng(4242)
-    n_walks, n_calls = 80, 0
-    for i in range(n_walks):
-        budget = max(int(rng.integers(24, 160)), int(tg.dist[tg.start]))
-        walk = random_walk(tg, rng, max_tokens=budget, prefer=steer, prefer_probability=0.3)
-        assert not walk.in_block_at_end, f"walk {i} ended inside a block"
-        ids = [t for t in walk.tokens if t not in VOCAB.eos_ids]
-        text = VOCAB.decode(ids).decode("utf-8", errors="replace")
-        turn = parse_turn(text, load_tools(MIXED), format="gemma4")
-        assert turn.errors == (), f"walk {i}: {text!r} -> {[e.message for e in turn.errors]}"
-        for call in turn.tool_calls:
-            jsonschema.validate(call.arguments, schemas[call.name])
-        if label in ("required", "named"):
-            assert turn.tool_calls, f"walk {i}: a call is required: {text!r}"
-        n_calls += len(turn.tool_calls)
-    assert n_calls >= n_walks // 4, f"only {n_calls} calls in {n_walks} walks"
+    check_walks(
+        tg,
+        MIXED,
+        "gemma4",
+        seed=4242,
+        n_walks=80,
+        budget=(24, 160),
+        require_call=label in ("required", "named"),
+        min_calls=80 // 4,
+        prefer=steer,
+        prefer_probability=0.3,
+    )

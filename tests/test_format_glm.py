@@ -27,6 +27,15 @@ from canitoolcall.adapters.base import ReplayInput
 from canitoolcall.fixtures import load_fixtures
 from canitoolcall.pytest_plugin import family_for
 
+from grammar_checks import (
+    assert_masked,
+    assert_never_masked,
+    assert_sound,
+    byte_distances,
+    random_block,
+    schemas_of,
+    walk_texts,
+)
 from toolgrammar.automaton import DFA, compile_dfa
 from toolgrammar.engine import TokenGrammar
 from toolgrammar.errors import GrammarError, ToolSchemaError
@@ -34,7 +43,7 @@ from toolgrammar.formats import FORMATS, get_format
 from toolgrammar.formats.glm import TAGS, VARIANTS, Glm45Format, GlmFormat, render_call
 from toolgrammar.grammar import GrammarOptions, compile_turn
 from toolgrammar.parser import TurnStreamParser, parse_turn
-from toolgrammar.testing import is_allowed, random_walk, replay
+from toolgrammar.testing import is_allowed
 from toolgrammar.tools import Tool, ToolSet, load_tools
 
 GLM45 = "toolgrammar.formats.glm:Glm45Format"
@@ -91,10 +100,6 @@ def variant_format(fixture: Any) -> str:
     """The variant of a fixture's reference model (``format.toml``'s ``models``; ``family.json`` agrees)."""
     models = {v: set(t["models"]) for v, t in VARIANTS.items()}
     return "glm" if fixture.reference_model in models["glm47-compact"] else GLM45
-
-
-def original_schemas(tools: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {t["function"]["name"]: t["function"]["parameters"] for t in tools}
 
 
 # --------------------------------------------------------------------------- the description
@@ -302,43 +307,6 @@ def test_names_and_keys_the_markup_cannot_carry_are_refused(name: str, key: str)
 # -- random walks through one block: soundness at the block level
 
 
-def distances(dfa: DFA) -> np.ndarray:
-    """Fewest bytes from each state to an accepting one."""
-    n = dfa.n_states
-    byte_t = dfa.transitions[:, :256]
-    dist = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-    dist[dfa.accepting] = 0
-    preds: dict[int, list[int]] = {}
-    src, sym = np.nonzero(byte_t >= 0)
-    for s, d in zip(src.tolist(), byte_t[src, sym].tolist(), strict=True):
-        preds.setdefault(d, []).append(s)
-    frontier, level = list(np.flatnonzero(dfa.accepting)), 0
-    while frontier:
-        level += 1
-        nxt = []
-        for d in frontier:
-            for s in preds.get(int(d), ()):
-                if dist[s] > level:
-                    dist[s] = level
-                    nxt.append(s)
-        frontier = nxt
-    return dist
-
-
-def random_block(dfa: DFA, dist: np.ndarray, rng: np.random.Generator, *, greed: float, max_len: int) -> bytes:
-    """A random walk over the bytes the block allows, drifting towards the end as it grows."""
-    state, out = dfa.start, bytearray()
-    while not dfa.accepting[state]:
-        row = dfa.transitions[state, :256]
-        allowed = np.flatnonzero(row >= 0)
-        if len(out) > max_len or (len(allowed) > 4 and rng.random() < greed):
-            allowed = allowed[dist[row[allowed]] < dist[state]]
-        b = int(allowed[rng.integers(len(allowed))])
-        out.append(b)
-        state = int(row[b])
-    return bytes(out)
-
-
 BLOCK_WALKS = [
     ("glm", "custom", "schema", {}),
     ("glm", "custom", "schema", {"escape_markers": True}),
@@ -355,11 +323,11 @@ BLOCK_WALKS = [
 )
 def test_block_random_walks_parse_as_valid_calls(fmt: str, name: str, mode: str, options: dict[str, Any]) -> None:
     tools = toolset(name, mode)
-    originals = original_schemas(TOOLSETS[name])
+    originals = schemas_of(TOOLSETS[name])
     rng = np.random.default_rng(20261201)
     for tool in tools:
         dfa = block_dfa(fmt, name, mode, tool_choice=tool.name, **options)
-        dist = distances(dfa)
+        dist = byte_distances(dfa)
         for i in range(40):
             text = random_block(dfa, dist, rng, greed=0.2 + 0.2 * (i % 4), max_len=300).decode("utf-8")
             turn = parse_turn(text, tools, format=fmt)
@@ -513,10 +481,6 @@ def vocabulary(repo: str) -> Any:
     return get_format("glm").fixture_vocabulary(repo)
 
 
-def decode(vocab: Any, tokens: tuple[int, ...]) -> str:
-    return b"".join(vocab.token_bytes[t] for t in tokens if t not in vocab.eos_ids).decode("utf-8", errors="replace")
-
-
 ENGINE_CASES = [
     ("glm", "zai-org/GLM-4.7", "custom", {"reasoning": "prefilled"}),
     ("glm", "zai-org/GLM-4.7", "fixture", {"reasoning": "disabled", "tool_choice": "required"}),
@@ -538,32 +502,22 @@ def test_random_walks_are_sound_and_terminate(fmt: str, repo: str, tools: str, o
     vocab = vocabulary(repo)
     grammar = compile_turn(TOOLSETS[tools], format=fmt, mode=mode, cache=False, **options)
     tg = TokenGrammar(grammar, vocab)
-    schemas = original_schemas(TOOLSETS[tools])
+    schemas = schemas_of(TOOLSETS[tools])
     prefilled = options.get("reasoning") == "prefilled"
     opener, close_think = vocab.token_id("<tool_call>"), vocab.token_id("</think>")
     value_close = vocab.token_id("</arg_value>")
+
+    def prefer(tokens: list[int]) -> list[int]:
+        return [close_think] if prefilled and close_think not in tokens else [opener, value_close]
+
     rng = np.random.default_rng(20261201)
-    shortest = int(tg.dist[tg.start])
     n_walks, n_calls = 80, 0
-    for i in range(n_walks):
-        budget = max(int(rng.integers(8, 120)), shortest)
-
-        def prefer(tokens: list[int], prefilled: bool = prefilled) -> list[int]:
-            return [close_think] if prefilled and close_think not in tokens else [opener, value_close]
-
-        walk = random_walk(tg, rng, max_tokens=budget, prefer=prefer, prefer_probability=0.35)
-        assert len(walk.tokens) <= budget and not walk.in_block_at_end, f"walk {i} ended inside a block"
-        text = decode(vocab, walk.tokens)
+    for i, text, _ in walk_texts(tg, rng, n_walks, budget=(8, 120), prefer=prefer, prefer_probability=0.35):
         parsed = parse_turn(text, grammar.tools, format=fmt, tool_mode=mode, reasoning_started=prefilled)
-        assert parsed.errors == (), f"walk {i}: {text!r} -> {[e.message for e in parsed.errors]}"
+        assert_sound(parsed, text, schemas, mode=mode, walk=i)
         assert len(parsed.blocks) == text.count("<tool_call>") - sum(
             c.arguments_json().count("<tool_call>") for c in parsed.tool_calls
         ), f"walk {i}: a block the grammar wrote was not read as one: {text!r}"
-        for call in parsed.tool_calls:
-            if mode == "strings":
-                assert all(isinstance(v, str) for v in call.arguments.values())
-            else:
-                jsonschema.validate(call.arguments, schemas[call.name])
         choice = options.get("tool_choice", "auto")
         if choice == "required":
             assert parsed.tool_calls and not (parsed.content or "").strip(), text
@@ -594,7 +548,7 @@ def is_canonical(fixture: Any) -> bool:
     calls = [(c.name, c.arguments) for c in fixture.expected.tool_calls]
     if not calls:
         return "<tool_call>" not in raw
-    schemas = original_schemas([dict(t) for t in fixture.tools])
+    schemas = schemas_of([dict(t) for t in fixture.tools])
     if any(not jsonschema.Draft202012Validator(schemas[n]).is_valid(a) for n, a in calls):
         return False
     fmt = get_format(variant_format(fixture))
@@ -628,24 +582,21 @@ def test_fixture_classification() -> None:
     assert {f.id for f in NOT_CANONICAL} == broken | set(OTHER_SPELLINGS)
 
 
+def fixture_grammar(fixture: Any) -> TokenGrammar:
+    """The fixture's tools under its variant's grammar, the reasoning its prompt leaves, its tokenizer's ids."""
+    grammar = compile_turn(list(fixture.tools), format=variant_format(fixture), cache=False, **fixture_options(fixture))
+    return TokenGrammar(grammar, vocabulary(fixture.tokenizer.repo))
+
+
 @pytest.mark.parametrize("fixture", CANONICAL, ids=[f.id for f in CANONICAL])
 def test_canonical_fixtures_are_never_masked(fixture: Any) -> None:
-    fmt = variant_format(fixture)
-    vocab = vocabulary(fixture.tokenizer.repo)
-    tg = TokenGrammar(compile_turn(list(fixture.tools), format=fmt, cache=False, **fixture_options(fixture)), vocab)
-    ids = list(fixture.output_token_ids)
-    result = replay(tg, ids)
-    at = result.first_masked
-    assert at is None, f"masked at {at}: {vocab.token_bytes[ids[at]]!r} after {vocab.decode(ids[:at])[-60:]!r}"
-    assert any(is_allowed(result.cursor.mask(), e) for e in vocab.eos_ids), "end of turn refused"
+    tg = fixture_grammar(fixture)
+    result = assert_never_masked(tg, fixture.output_token_ids)
+    assert any(is_allowed(result.cursor.mask(), e) for e in tg.vocab.eos_ids), "end of turn refused"
 
 
 @pytest.mark.parametrize("fixture", NOT_CANONICAL, ids=[f.id for f in NOT_CANONICAL])
 def test_truncated_malformed_and_other_spellings_are_masked(fixture: Any) -> None:
-    fmt = variant_format(fixture)
-    vocab = vocabulary(fixture.tokenizer.repo)
-    tg = TokenGrammar(compile_turn(list(fixture.tools), format=fmt, cache=False, **fixture_options(fixture)), vocab)
     ids = list(fixture.output_token_ids)
     # A truncated output hit its token limit: with that same budget the grammar must have closed earlier.
-    result = replay(tg, ids, max_tokens=len(ids) if fixture.truncated else None)
-    assert result.first_masked is not None, f"{fixture.id} was let through"
+    assert_masked(fixture_grammar(fixture), ids, max_tokens=len(ids) if fixture.truncated else None, why=fixture.id)

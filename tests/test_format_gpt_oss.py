@@ -11,16 +11,15 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-import numpy as np
 import pytest
 
+from grammar_checks import GET_WEATHER, assert_masked, assert_never_masked, check_walks, function_tool
 from toolgrammar.engine import TokenGrammar
 from toolgrammar.formats import get_format
 from toolgrammar.formats.gpt_oss import harmony_vocabulary
 from toolgrammar.grammar import compile_turn
 from toolgrammar.parser import parse_turn
-from toolgrammar.testing import accepts, random_walk, replay
+from toolgrammar.testing import accepts
 from toolgrammar.tools import load_tools
 
 FIXTURE_DIR = Path(__import__("canitoolcall").__file__).parent / "_data" / "fixtures" / "gpt-oss"
@@ -39,18 +38,8 @@ def tools_of(fixture: str) -> list[dict[str, Any]]:
 
 
 WEATHER = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "parameters": {
-                "type": "object",
-                "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]}},
-                "required": ["city"],
-            },
-        },
-    },
-    {"type": "function", "function": {"name": "get", "parameters": {"type": "object", "properties": {}}}},
+    GET_WEATHER,
+    function_tool("get", {}),
 ]
 
 
@@ -171,16 +160,14 @@ def test_canonical_fixture_ids_are_never_masked(name: str) -> None:
     record = FIXTURES[name]
     stop = CALL if record["expected"]["tool_calls"] else RETURN
     tg = token_grammar(json.dumps(record["tools"]), whitespace=CANONICAL[name])
-    result = replay(tg, [*record["output_token_ids"], stop])
-    assert result.first_masked is None, f"{name}: token {result.first_masked} masked"
+    assert_never_masked(tg, record["output_token_ids"], stop)
 
 
 @pytest.mark.parametrize("name", sorted(CUT - {"harmony-truncated-in-reasoning"} | set(NOT_GENERATED)))
 def test_cut_and_non_canonical_fixtures_are_masked(name: str) -> None:
     record = FIXTURES[name]
     tg = token_grammar(json.dumps(record["tools"]), whitespace="flexible")
-    result = replay(tg, [*record["output_token_ids"], CALL])
-    assert result.first_masked is not None, f"{name} ({NOT_GENERATED.get(name, 'cut')}) was never masked"
+    assert_masked(tg, record["output_token_ids"], CALL, why=f"{name}: {NOT_GENERATED.get(name, 'cut')}")
 
 
 WALK_TOOLS = {
@@ -204,7 +191,6 @@ def test_random_walks_are_sound(toolset: str, options: dict[str, Any]) -> None:
     vocab = harmony_vocabulary()
     tools = WALK_TOOLS[toolset]
     tg = token_grammar(json.dumps(tools), **options)
-    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
     to, eq, functions, dot, quote, close = (vocab.token_id(t) for t in (" to", "=", "functions", ".", '"', "}"))
     follow = {to: [eq], eq: [functions], functions: [dot]}
 
@@ -212,19 +198,13 @@ def test_random_walks_are_sound(toolset: str, options: dict[str, Any]) -> None:
         """Spell the opener `` to=functions.`` once started; else start it, or close a string or object."""
         return follow.get(tokens[-1], [to, quote, close]) if tokens else [to]
 
-    rng = np.random.default_rng(20261201)
-    n_walks, n_calls = 60, 0
-    for i in range(n_walks):
-        budget = max(int(rng.integers(16, 120)), int(tg.dist[tg.start]))
-        walk = random_walk(tg, rng, max_tokens=budget, prefer=steer, prefer_probability=0.4)
-        assert not walk.in_block_at_end, f"walk {i} ended inside a call"
-        ids = [t for t in walk.tokens if t not in vocab.eos_ids]
-        text = vocab.decode(ids).decode("utf-8", errors="replace")
-        turn = parse_turn(text, load_tools(tools), format="gpt-oss")
-        assert turn.errors == (), f"walk {i}: {text!r} -> {[e.message for e in turn.errors]}"
-        for call in turn.tool_calls:
-            jsonschema.validate(call.arguments, schemas[call.name])
-        if options.get("tool_choice") not in (None, "auto"):
-            assert turn.tool_calls, f"walk {i}: the call is required: {text!r}"
-        n_calls += len(turn.tool_calls)
-    assert n_calls >= n_walks // 4, f"only {n_calls} calls in {n_walks} walks"
+    required = options.get("tool_choice") not in (None, "auto")
+    check_walks(
+        tg,
+        tools,
+        "gpt-oss",  # 60 walks of 16 to 120 tokens, seed 20261201
+        require_call=required,
+        min_calls=60 // 4,
+        prefer=steer,
+        prefer_probability=0.4,
+    )

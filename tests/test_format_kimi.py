@@ -12,20 +12,18 @@ from __future__ import annotations
 
 from typing import Any
 
-import jsonschema
-import numpy as np
 import pytest
 from canitoolcall.fixtures import load_fixtures
 
+from grammar_checks import GET_WEATHER, byte_vocabulary, check_walks, function_tool
 from toolgrammar.engine import TokenGrammar
 from toolgrammar.errors import GrammarError
 from toolgrammar.formats import get_format
 from toolgrammar.formats.kimi import render_k2
 from toolgrammar.grammar import compile_turn
 from toolgrammar.parser import parse_turn
-from toolgrammar.testing import accepts, random_walk
+from toolgrammar.testing import accepts
 from toolgrammar.turn import ToolCall
-from toolgrammar.vocab import Vocabulary
 
 FIXTURES = [f for f in load_fixtures(None, families=["kimi"]) if "x-kimi-k2" in f.tags]
 NOT_CANONICAL = {
@@ -67,30 +65,7 @@ def test_render_is_the_fixtures_spelling() -> None:
         assert render_k2([(c.name, c.arguments) for c in calls], fmt.markers, first) in fixture.raw_output, fixture.id
 
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "parameters": {
-                "type": "object",
-                "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]}},
-                "required": ["city"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "calc",
-            "parameters": {
-                "type": "object",
-                "properties": {"x": {"type": "integer"}, "flag": {"type": ["boolean", "null"]}},
-                "required": ["x"],
-            },
-        },
-    },
-]
+TOOLS = [GET_WEATHER, function_tool("calc", {"x": {"type": "integer"}, "flag": {"type": ["boolean", "null"]}}, ["x"])]
 MARKERS = (
     "<|tool_calls_section_begin|>",
     "<|tool_calls_section_end|>",
@@ -102,31 +77,29 @@ MARKERS = (
 )
 
 
-def toy_vocabulary() -> Vocabulary:
-    """The 256 single bytes, the K2 markers as whole tokens, and ``<|im_end|>`` (the end of turn, a control token)."""
-    tokens = [bytes([b]) for b in range(256)] + [m.encode() for m in MARKERS] + [b"<|im_end|>"]
-    eos = len(tokens) - 1
-    return Vocabulary("kimi-bytes", tuple(tokens), frozenset({eos}), frozenset({eos}))
+VOCAB = byte_vocabulary("kimi-bytes", (*MARKERS, "<|im_end|>"), eos=["<|im_end|>"], control=["<|im_end|>"])
+"""The 256 single bytes, the K2 markers as whole tokens, and ``<|im_end|>`` (the end of turn, a control token)."""
 
 
 @pytest.mark.parametrize("choice", ["required", "auto", "calc"])
 def test_random_walks_are_sound(choice: str) -> None:
-    vocab = toy_vocabulary()
     grammar = compile_turn(TOOLS, format="kimi", tool_choice=choice, reasoning="enabled", cache=False)
-    tg = TokenGrammar(grammar, vocab)
-    opener = vocab.token_id(MARKERS[0].encode())
-    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
-    rng = np.random.default_rng(11)
-    for _ in range(8):
-        walk = random_walk(tg, rng, max_tokens=200, prefer=[opener], prefer_probability=0.3, eos_weight=0.2)
-        assert not walk.in_block_at_end
-        text = vocab.decode(list(walk.tokens)).decode("utf-8", errors="replace").removesuffix("<|im_end|>")
-        turn = parse_turn(text, TOOLS, format="kimi")
-        assert turn.ok, (text, turn.errors)
-        for call in turn.tool_calls:
-            jsonschema.validate(call.arguments, schemas[call.name])
-        if choice != "auto":
-            assert turn.tool_calls and all(c.name == choice for c in turn.tool_calls if choice == "calc")
+    tg = TokenGrammar(grammar, VOCAB)
+    opener = VOCAB.token_id(MARKERS[0].encode())
+    walks = check_walks(
+        tg,
+        TOOLS,
+        "kimi",
+        seed=11,
+        n_walks=8,
+        budget=200,
+        require_call=choice != "auto",
+        prefer=[opener],
+        prefer_probability=0.3,
+        eos_weight=0.2,
+    )
+    if choice == "calc":
+        assert all(c.name == "calc" for _, turn in walks for c in turn.tool_calls)
 
 
 def test_parallel_calls_share_one_section() -> None:

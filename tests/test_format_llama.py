@@ -13,15 +13,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import jsonschema
-import numpy as np
 import pytest
 from canitoolcall.fixtures import load_fixtures
 
+from grammar_checks import assert_cut_in_block, assert_every_split_reads_the_same, assert_never_masked, check_walks
 from toolgrammar.errors import GrammarError
 from toolgrammar.grammar import compile_turn
-from toolgrammar.parser import TurnStreamParser, parse_turn
-from toolgrammar.testing import random_walk, replay
+from toolgrammar.parser import parse_turn
 
 from toolsets import TOOLSETS
 
@@ -40,14 +38,6 @@ def token_grammar(tools: Any, vocab: Any, **options: Any) -> Any:
     from toolgrammar.engine import TokenGrammar
 
     return TokenGrammar(compile_turn(tools, format="llama3-json", cache=False, **options), vocab)
-
-
-def schemas(tools: list[dict[str, Any]]) -> dict[str, Any]:
-    out = {}
-    for t in tools:
-        fn = t.get("function", t)
-        out[fn["name"]] = fn.get("parameters") or {"type": "object", "properties": {}}
-    return out
 
 
 def test_the_python_tag_is_a_marker_and_the_stop_tokens_end_the_turn(vocab: Any) -> None:
@@ -81,9 +71,7 @@ def test_the_canonical_fixtures_are_the_template_renders() -> None:
 
 @pytest.mark.parametrize("fixture", CANONICAL, ids=lambda f: f.id)
 def test_canonical_fixture_ids_are_never_masked(fixture: Any, vocab: Any) -> None:
-    tg = token_grammar(list(fixture.tools), vocab)
-    result = replay(tg, [*fixture.output_token_ids, 128009])
-    assert result.first_masked is None, f"token {result.first_masked} masked"
+    assert_never_masked(token_grammar(list(fixture.tools), vocab), fixture.output_token_ids, 128009)
 
 
 def test_the_python_tag_form_is_accepted(vocab: Any) -> None:
@@ -98,15 +86,12 @@ def test_the_python_tag_form_is_accepted(vocab: Any) -> None:
     tok = Tokenizer.from_file(str(_package_file(LLAMA3_TOKENIZER[0], LLAMA3_TOKENIZER[1], *LLAMA3_TOKENIZER[2])))
     ids = tok.encode(text, add_special_tokens=False).ids
     assert ids[0] == 128010
-    assert replay(token_grammar(tools, vocab), [*ids, 128009]).first_masked is None
+    assert_never_masked(token_grammar(tools, vocab), ids, 128009)
 
 
 def test_a_truncated_call_leaves_the_turn_inside_its_block(vocab: Any) -> None:
     [fixture] = [f for f in L3 if f.id == "llama/l3-truncated-inside-parameters"]
-    tg = token_grammar(list(fixture.tools), vocab)
-    result = replay(tg, list(fixture.output_token_ids))
-    assert result.first_masked is None and result.cursor.in_block
-    assert replay(tg, [*fixture.output_token_ids, 128009]).first_masked == len(fixture.output_token_ids)
+    assert_cut_in_block(token_grammar(list(fixture.tools), vocab), fixture.output_token_ids, 128009)
 
 
 WALKS = [
@@ -121,22 +106,12 @@ WALKS = [
 def test_random_walks_parse_with_zero_errors(vocab: Any, toolset: str, options: dict[str, Any]) -> None:
     tools = TOOLSETS[toolset]
     tg = token_grammar(tools, vocab, **options)
-    want = schemas(tools)
-    rng = np.random.default_rng(20261201)
     opener, quote = vocab.token_id(b"<|python_tag|>"), vocab.token_id(b'"')
     brace = vocab.token_id(b'{"')
-    n_calls = 0
-    for i in range(60):
-        budget = max(int(rng.integers(16, 120)), int(tg.dist[tg.start]))
-        walk = random_walk(tg, rng, max_tokens=budget, prefer=[opener, brace, quote], prefer_probability=0.35)
-        assert not walk.in_block_at_end
-        text = b"".join(vocab.token_bytes[t] for t in walk.tokens if t not in vocab.eos_ids).decode("utf-8", "replace")
-        turn = parse_turn(text, tools, format="llama3-json")
-        assert turn.errors == (), f"walk {i}: {text!r} -> {[e.message for e in turn.errors]}"
-        for call in turn.tool_calls:
-            jsonschema.validate(call.arguments, want[call.name])
-        n_calls += len(turn.tool_calls)
-    assert n_calls >= 15
+    prefer = [opener, brace, quote]
+    check_walks(
+        tg, tools, "llama3-json", min_calls=15, prefer=prefer, prefer_probability=0.35
+    )  # 60 walks, seed 20261201
 
 
 def test_parallel_calls_are_joined_by_a_semicolon() -> None:
@@ -178,11 +153,7 @@ def test_streaming_equals_one_shot_for_every_split() -> None:
     text = 'Sure. {"name": "read_file", "parameters": {"path": "a;b"}}; {"name": "run_tests", "parameters": {}} ok'
     whole = parse_turn(text, tools, format="llama3-json")
     assert [c.name for c in whole.tool_calls] == ["read_file", "run_tests"] and whole.content == "Sure.  ok"
-    for cut in range(len(text) + 1):
-        stream = TurnStreamParser(tools, format="llama3-json")
-        stream.feed(text[:cut])
-        stream.feed(text[cut:])
-        assert stream.finish() == whole
+    assert_every_split_reads_the_same(text, tools, "llama3-json", whole)
 
 
 def test_llama4_pythonic_has_no_grammar_yet() -> None:
@@ -209,11 +180,7 @@ def test_pythonic_strict_parse(text: str, kinds: list[str], names: list[str], co
     assert [e.kind for e in turn.errors] == kinds
     assert [c.name for c in turn.tool_calls] == names
     assert turn.content == content
-    for cut in range(len(text) + 1):
-        stream = TurnStreamParser(tools, format="llama4-pythonic")
-        stream.feed(text[:cut])
-        stream.feed(text[cut:])
-        assert stream.finish() == turn
+    assert_every_split_reads_the_same(text, tools, "llama4-pythonic", turn)
 
 
 def test_pythonic_values_are_python_literals() -> None:

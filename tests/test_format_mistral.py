@@ -10,15 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import jsonschema
-import numpy as np
 import pytest
 from canitoolcall.fixtures import load_fixtures
 
+from grammar_checks import assert_cut_in_block, assert_every_split_reads_the_same, assert_never_masked, check_walks
 from toolgrammar.formats import get_format
 from toolgrammar.grammar import compile_turn
-from toolgrammar.parser import TurnStreamParser, parse_turn
-from toolgrammar.testing import accepts, random_walk, replay
+from toolgrammar.parser import parse_turn
+from toolgrammar.testing import accepts
 from toolgrammar.turn import ToolCall
 
 from toolsets import TOOLSETS
@@ -83,17 +82,12 @@ def test_the_canonical_fixtures() -> None:
 def test_canonical_fixture_ids_are_never_masked(fixture: Any) -> None:
     fmt = format_of(fixture)
     tg = token_grammar(list(fixture.tools), fmt)
-    eos = min(vocabulary(fmt).eos_ids)
-    result = replay(tg, [*fixture.output_token_ids, eos])
-    assert result.first_masked is None, f"token {result.first_masked} masked"
+    assert_never_masked(tg, fixture.output_token_ids, min(vocabulary(fmt).eos_ids))
 
 
 def test_a_call_cut_in_its_arguments_leaves_the_turn_in_the_block() -> None:
     [fixture] = [f for f in FIXTURES if f.id == "mistral/v13think-truncated-in-arguments"]
-    tg = token_grammar(list(fixture.tools), "mistral")
-    result = replay(tg, list(fixture.output_token_ids))
-    assert result.first_masked is None and result.cursor.in_block
-    assert replay(tg, [*fixture.output_token_ids, 2]).first_masked == len(fixture.output_token_ids)
+    assert_cut_in_block(token_grammar(list(fixture.tools), "mistral"), fixture.output_token_ids, 2)
 
 
 WALKS = [
@@ -112,32 +106,16 @@ def test_random_walks_parse_with_zero_errors(fmt: str, toolset: str, options: di
     tools = TOOLSETS[toolset]
     tg = token_grammar(tools, fmt, **options)
     vocab = tg.vocab
-    want = {}
-    for t in tools:
-        fn = t.get("function", t)
-        want[fn["name"]] = fn.get("parameters") or {"type": "object", "properties": {}}
-    rng = np.random.default_rng(20261201)
     opener = vocab.token_id(b"[TOOL_CALLS]")
     think_close = get_format(fmt).markers.think_close
     close_think = vocab.token_id(think_close.encode()) if think_close else None
     quote = vocab.token_id(b'"')
-    n_calls = 0
-    for i in range(60):
-        budget = max(int(rng.integers(16, 120)), int(tg.dist[tg.start]))
 
-        def prefer(tokens: list[int]) -> list[int]:
-            first = [close_think] if close_think is not None and close_think not in tokens else []
-            return [*first, opener, quote]
+    def prefer(tokens: list[int]) -> list[int]:
+        first = [close_think] if close_think is not None and close_think not in tokens else []
+        return [*first, opener, quote]
 
-        walk = random_walk(tg, rng, max_tokens=budget, prefer=prefer, prefer_probability=0.35)
-        assert not walk.in_block_at_end
-        text = b"".join(vocab.token_bytes[t] for t in walk.tokens if t not in vocab.eos_ids).decode("utf-8", "replace")
-        turn = parse_turn(text, tools, format=fmt)
-        assert turn.errors == (), f"walk {i}: {text!r} -> {[e.message for e in turn.errors]}"
-        for call in turn.tool_calls:
-            jsonschema.validate(call.arguments, want[call.name])
-        n_calls += len(turn.tool_calls)
-    assert n_calls >= 15
+    check_walks(tg, tools, fmt, min_calls=15, prefer=prefer, prefer_probability=0.35)  # 60 walks, seed 20261201
 
 
 def test_grammar_spellings() -> None:
@@ -182,8 +160,4 @@ def test_strict_errors(fmt: str, text: str, kinds: list[str], names: list[str]) 
     turn = parse_turn(text, tools, format=fmt)
     assert [e.kind for e in turn.errors] == kinds
     assert [c.name for c in turn.tool_calls] == names
-    for cut in range(len(text) + 1):
-        stream = TurnStreamParser(tools, format=fmt)
-        stream.feed(text[:cut])
-        stream.feed(text[cut:])
-        assert stream.finish() == turn
+    assert_every_split_reads_the_same(text, tools, fmt, turn)

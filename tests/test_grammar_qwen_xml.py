@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from grammar_checks import byte_distances, random_block
 from toolgrammar.automaton import DFA, compile_dfa, to_regex
 from toolgrammar.errors import GrammarError
 from toolgrammar.formats.qwen_xml import QwenXmlFormat, render_call
@@ -285,47 +286,6 @@ def test_block_regex_agrees_with_the_automaton() -> None:
 # --------------------------------------------------------------------------- random walks: soundness
 
 
-def distances(dfa: DFA) -> np.ndarray:
-    """Fewest bytes from each state to an accepting one."""
-    n = dfa.n_states
-    byte_t = dfa.transitions[:, :256]
-    dist = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-    dist[dfa.accepting] = 0
-    frontier = list(np.flatnonzero(dfa.accepting))
-    src, sym = np.nonzero(byte_t >= 0)
-    dst = byte_t[src, sym]
-    preds: dict[int, list[int]] = {}
-    for s, d in zip(src.tolist(), dst.tolist(), strict=True):
-        preds.setdefault(d, []).append(s)
-    level = 0
-    while frontier:
-        level += 1
-        nxt = []
-        for d in frontier:
-            for s in preds.get(int(d), ()):
-                if dist[s] > level:
-                    dist[s] = level
-                    nxt.append(s)
-        frontier = nxt
-    return dist
-
-
-def random_block(dfa: DFA, dist: np.ndarray, rng: np.random.Generator, *, greed: float, max_len: int) -> bytes:
-    """A random walk over the bytes the block allows, drifting towards the end as it grows."""
-    state, out = dfa.start, bytearray()
-    while not dfa.accepting[state]:
-        row = dfa.transitions[state, :256]
-        allowed = np.flatnonzero(row >= 0)
-        # Structural choices (few bytes allowed: which parameter next, which literal) are uniform;
-        # inside free values the walk heads for the end with probability ``greed``, always past max_len.
-        if len(out) > max_len or (len(allowed) > 4 and rng.random() < greed):
-            allowed = allowed[dist[row[allowed]] < dist[state]]
-        b = int(allowed[rng.integers(len(allowed))])
-        out.append(b)
-        state = int(row[b])
-    return bytes(out)
-
-
 WALKS = [
     ("rendered", "schema", {}),
     ("anyof", "schema", {}),
@@ -343,7 +303,7 @@ def test_random_walks_parse_as_valid_calls(name: str, mode: str, options: dict[s
     rng = np.random.default_rng(20261130)
     for tool in tools:
         dfa = block_dfa(name, mode, tool_choice=tool.name, **options)
-        dist = distances(dfa)
+        dist = byte_distances(dfa)
         for i in range(40):
             text = random_block(dfa, dist, rng, greed=0.2 + 0.2 * (i % 4), max_len=400).decode("utf-8")
             turn = parse_turn(text, tools, format="qwen-xml")
