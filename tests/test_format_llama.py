@@ -4,8 +4,8 @@ parsers on what the CanIToolCall fixtures do not cover.
 Soundness: random walks through the token grammar (a uniformly random "model" over the allowed tokens,
 fixed seeds) parse with zero errors, every call's arguments valid under ``jsonschema``. Completeness:
 the token ids of every canonical fixture (the chat template's spelling, schema-valid) are never masked;
-truncated ones leave the turn inside a block. ``llama4-pythonic`` has no grammar yet: compiling it is a
-clear error.
+truncated ones leave the turn inside a block. ``llama4-pythonic``'s grammar has its own tests
+(``tests/test_format_llama4_pythonic.py``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import pytest
 from canitoolcall.fixtures import load_fixtures
 
 from grammar_checks import assert_cut_in_block, assert_every_split_reads_the_same, assert_never_masked, check_walks
-from toolgrammar.errors import GrammarError
 from toolgrammar.grammar import compile_turn
 from toolgrammar.parser import parse_turn
 
@@ -154,11 +153,6 @@ def test_streaming_equals_one_shot_for_every_split() -> None:
     whole = parse_turn(text, tools, format="llama3-json")
     assert [c.name for c in whole.tool_calls] == ["read_file", "run_tests"] and whole.content == "Sure.  ok"
     assert_every_split_reads_the_same(text, tools, "llama3-json", whole)
-
-
-def test_llama4_pythonic_has_no_grammar_yet() -> None:
-    with pytest.raises(GrammarError, match="no grammar yet"):
-        compile_turn(TOOLSETS["seed-strings"], format="llama4-pythonic", cache=False)
 
 
 @pytest.mark.parametrize(

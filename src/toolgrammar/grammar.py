@@ -243,7 +243,7 @@ class TurnGrammar:
         return to_regex(block)
 
 
-GRAMMAR_VERSION = "7"
+GRAMMAR_VERSION = "8"
 """Bumped whenever a change to the compiler changes what a grammar accepts (it keys the disk cache)."""
 
 

@@ -3,8 +3,16 @@
 ``[get_weather(city='Paris'), get_time()]``: the calls of a turn as one Python list, optionally wrapped
 in ``<|python_start|>`` ... ``<|python_end|>``; values are Python literals typed by the tool schema; no
 reasoning. Described in ``format.toml`` (this folder); grammar pieces in :mod:`.grammar`, the block
-reader in :mod:`.parser`. No Llama 4 tokenizer ships on PyPI: :meth:`fixture_vocabulary` is ``None`` (the
-conformance adapter runs the text strategies), and the grammar is tested at the byte level.
+reader in :mod:`.parser`.
+
+The list is one block that holds every call of the turn (``block_holds_calls``): the grammar writes one
+call, or several joined by ``", "`` under ``parallel_tool_calls``, each ``NAME(KEY=VALUE, ...)`` with the
+keyword arguments in schema order and each value a Python literal as ``repr`` writes it (``'text'``,
+``True``, ``None``, ``[1, 2]``, ``{'k': 1.5}``; strings in the other quotes are allowed too), bare or
+wrapped. :meth:`render_call` / :meth:`canonical_calls` write the bare list with ``repr`` values, which
+the grammar accepts and the parser reads back. No Llama 4 tokenizer ships on PyPI:
+:meth:`fixture_vocabulary` is ``None`` (the conformance adapter runs the text strategies), and the
+grammar is tested at the byte level.
 """
 
 from __future__ import annotations
