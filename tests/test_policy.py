@@ -383,3 +383,32 @@ def test_policy_and_its_lowerings_import_no_framework(module: str) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "", f"{module} pulled in {out.stdout.strip()}"
+
+
+class Wrapped(HermesFormat):
+    """hermes, but its content is wrapped in a channel and a closer may end the turn (as kimi-k3's)."""
+
+    name: ClassVar[str] = "wrapped"
+    content_wrapper: ClassVar[tuple[str, str] | None] = ("<r>", "</r>")
+    turn_close: ClassVar[str | None] = "</m>"
+
+
+@pytest.mark.parametrize("reasoning", ["enabled", "disabled", "prefilled"])
+def test_a_wrapped_content_and_a_turn_closer_are_lowered_by_every_target(reasoning: str) -> None:
+    from toolgrammar.exports import _RuleLowering
+
+    options = _options(reasoning=reasoning)
+    fixed = policy.turn_policy(TOOLS, options, Wrapped())
+    texts = [p for p in fixed.parts() if isinstance(p, policy.FreeText)]
+    assert texts and all(p.wrapper is not None and "</r>" in p.avoid for p in texts)
+    first = texts[0].wrapper
+    assert first == (("", "</r>") if reasoning == "disabled" else ("<r>", "</r>"))
+    assert {p.before for p in fixed.parts() if isinstance(p, policy.End)} == {"</m>"}
+    assert _NodeLowering()(fixed.turn) is not None and _RuleLowering(fixed)(fixed.turn) is not None
+    lowering = _TagLowering("wrapped")
+    assert lowering(texts[0])["type"] == ("tag" if reasoning == "disabled" else "optional")
+    with pytest.raises(GrammarError, match="right before the end of the turn"):
+        turn_structural_tag(_turn(options, Wrapped()))
+    # Every other format's policy has neither.
+    plain = policy.turn_policy(TOOLS, options, get_format("hermes"))
+    assert all(getattr(p, "wrapper", None) is None and getattr(p, "before", None) is None for p in plain.parts())

@@ -361,7 +361,13 @@ class _RuleLowering(policy.Lowering[Expr]):
     # the parts -----------------------------------------------------------------------------------
 
     def free_text(self, part: policy.FreeText) -> Expr:
-        return self._leaf("free-text", self._nodes(part))
+        if part.wrapper is None:
+            return self._leaf("free-text", self._nodes(part))
+        from .grammar import free_text_node
+
+        opener, closer = part.wrapper
+        text = _cat(self._leaf("free-text", free_text_node(part)), Str(closer))
+        return text if not opener else _or(_cat(Str(opener), text), EMPTY)  # an empty run may be left out
 
     def reasoning(self, part: policy.Reasoning) -> Expr:
         think = avoiding(star(ANY_TEXT_SYMBOL), *part.avoid)  # as the engine's lowering spells it
@@ -392,7 +398,7 @@ class _RuleLowering(policy.Lowering[Expr]):
         return _rep(Str("\n"), part.lo, part.hi)
 
     def end(self, part: policy.End) -> Expr:
-        return EMPTY
+        return EMPTY if part.before is None else _rep(Str(part.before), 0, 1)
 
     def not_starting_with(self, part: policy.NotStartingWith) -> Expr:
         got = self._pushed(part.item, part.word.encode())

@@ -336,10 +336,13 @@ class _NodeLowering(policy.Lowering[Node]):
     """A turn policy as automaton nodes. Free regions are safe groups; blocks are an unsafe group."""
 
     def free_text(self, part: policy.FreeText) -> Node:
-        text: Node = avoiding(star(ANY_TEXT_SYMBOL), *part.avoid)
-        if part.not_prefixed:
-            text = not_prefixed(text, part.not_prefixed)
-        return group(text, safe=part.safe)
+        text = free_text_node(part)
+        if part.wrapper is None:
+            return text
+        opener, closer = part.wrapper
+        if not opener:  # the prompt opened the wrapper: the text, then its closer
+            return seq(text, lit(closer))
+        return alt(seq(lit(opener), text, lit(closer)), lit(""))  # an empty run may be left out
 
     def reasoning(self, part: policy.Reasoning) -> Node:
         think = group(avoiding(star(ANY_TEXT_SYMBOL), *part.avoid), safe=part.may_stop)
@@ -366,10 +369,18 @@ class _NodeLowering(policy.Lowering[Node]):
         return repeat(lit("\n"), part.lo, part.hi)
 
     def end(self, part: policy.End) -> Node:
-        return END
+        return END if part.before is None else seq(alt(lit(part.before), lit("")), END)
 
     def not_starting_with(self, part: policy.NotStartingWith) -> Node:
         return not_prefixed(self(part.item), part.word)
+
+
+def free_text_node(part: policy.FreeText) -> Node:
+    """The text of a :class:`~toolgrammar.policy.FreeText`, without its wrapper: a group, safe as the part is."""
+    text: Node = avoiding(star(ANY_TEXT_SYMBOL), *part.avoid)
+    if part.not_prefixed:
+        text = not_prefixed(text, part.not_prefixed)
+    return group(text, safe=part.safe)
 
 
 def _literals(tools: ToolSet, options: GrammarOptions, fmt: ToolCallFormat) -> tuple[str, ...]:

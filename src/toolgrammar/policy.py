@@ -13,8 +13,9 @@ The parts (:data:`Part`):
 
 =====================  ===========================================================================
 :class:`FreeText`      text that avoids the words the parser reads as markup, may be barred from
-                       starting with one word, and is *safe* or not (may the token budget cut the
-                       turn there without leaving a block open)
+                       starting with one word, is *safe* or not (may the token budget cut the
+                       turn there without leaving a block open), and may be wrapped in a channel
+                       (Kimi K3's ``<|open|>response<|sep|>`` ... ``<|close|>response<|sep|>``)
 :class:`Reasoning`     the reasoning part: its opener (``None``: the prompt opened it), the words its
                        text avoids, its closer, what follows the closer, whether the turn may end
                        inside it, and what follows it unclosed where a block opener also ends it
@@ -24,7 +25,8 @@ The parts (:data:`Part`):
 :class:`OneOf`         alternatives; ``OneOf((x, END))`` is "x, or the turn ends here" (a tag's
                        ``optional``)
 :class:`Newlines`      a bounded run of ``"\\n"`` (what the chat template writes after ``</think>``)
-:class:`End`           the end of the turn; it closes every branch it appears in
+:class:`End`           the end of the turn; it closes every branch it appears in (a format may
+                       write a closer right before it: Kimi K3's ``<|close|>message<|sep|>``)
 :class:`NotStartingWith`  a part, minus the texts that start with a word
 =====================  ===========================================================================
 
@@ -67,6 +69,10 @@ class FreeText:
     """A word the text may not start with (a parser that reads a bare block there), or ``None``."""
     safe: bool
     """Whether the token budget may cut the turn inside this text (it cannot leave a block open here)."""
+    wrapper: tuple[str, str] | None = None
+    """``(open, close)``: the format writes the text as ``open TEXT close`` (Kimi K3's response channel), and
+    an empty run may be left out altogether; :attr:`avoid` lists ``close``. ``open`` is ``""`` where the
+    generation prompt has opened it (then ``close`` must follow). ``None``: the text is bare."""
 
 
 @dataclass(frozen=True)
@@ -132,6 +138,10 @@ class Newlines:
 class End:
     """The end of the turn. It is the last part of every branch it appears in."""
 
+    before: str | None = None
+    """What the format may write right before the end of the turn (Kimi K3's ``<|close|>message<|sep|>``),
+    or ``None``."""
+
 
 @dataclass(frozen=True)
 class NotStartingWith:
@@ -196,19 +206,25 @@ def turn_policy(tools: ToolSet, options: GrammarOptions, fmt: ToolCallFormat) ->
     if choice not in ("auto", "none") and not len(tools):
         raise GrammarError(f"tool_choice={choice!r} needs at least one tool, but the tool list is empty")
     cut_ok = choice in ("auto", "none")  # may the turn end (or be cut) before any call?
-    text = FreeText(
-        avoid=tuple(fmt.free_text_avoid or (m.block_open,)),
-        not_prefixed=fmt.free_text_not_prefixed or None,
-        safe=True,
-    )
+    avoid = tuple(fmt.free_text_avoid or (m.block_open,))
+    wrapper = fmt.content_wrapper
+    if wrapper is not None:  # the wrapper's closer ends the text
+        avoid = tuple(dict.fromkeys((*avoid, wrapper[1])))
+    text = FreeText(avoid=avoid, not_prefixed=fmt.free_text_not_prefixed or None, safe=True, wrapper=wrapper)
+    # A format that writes a closer before the end of the turn ends every branch with it (one object still).
+    end = End(fmt.turn_close) if fmt.turn_close else END
 
-    def free(*, safe: bool) -> FreeText:
-        return replace(text, safe=safe)  # a new object: each region of free text is its own part
+    def free(*, safe: bool, first: bool = False) -> FreeText:
+        part = replace(text, safe=safe)  # a new object: each region of free text is its own part
+        if first and wrapper is not None and options.reasoning == "disabled":
+            # Without reasoning, the generation prompt has opened the wrapper (K3's thinking=False prompt).
+            part = replace(part, wrapper=("", wrapper[1]))
+        return part
 
     calls: Part | None = None  # the blocks and what follows them
     content: Part
     if choice == "none" or not len(tools):
-        content = Sequence((free(safe=True), END))
+        content = Sequence((free(safe=True, first=True), end))
     else:
         blocks = Blocks(
             block=fmt.block_grammar(tools, options),
@@ -218,12 +234,12 @@ def turn_policy(tools: ToolSet, options: GrammarOptions, fmt: ToolCallFormat) ->
             # A format whose block is a section holding all the turn's calls writes one block per turn.
             parallel=options.parallel_tool_calls and not fmt.block_holds_calls,
         )
-        after: tuple[Part, ...] = (END,) if options.after_calls == "end" else (free(safe=True), END)
+        after: tuple[Part, ...] = (end,) if options.after_calls == "end" else (free(safe=True), end)
         calls = Sequence((blocks, *after))
         if choice == "auto":
-            content = Sequence((free(safe=True), OneOf((calls, END))))
+            content = Sequence((free(safe=True, first=True), OneOf((calls, end))))
         elif choice == "required" and options.prose_first:
-            content = Sequence((free(safe=False), calls))
+            content = Sequence((free(safe=False, first=True), calls))
         else:  # required (call first) or a named tool: the call, straight away
             content = calls
 

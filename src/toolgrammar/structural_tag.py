@@ -31,7 +31,9 @@ accepts. What the policy says and a structural tag does not:
 - free text that must not start with a word (``qwen-xml``'s bare ``<function=``), reasoning that a block
   opener ends without the closer, and "a string that does not contain X" inside a block
   (``escape_markers=True``, the raw-text values of ``qwen-xml``): xgrammar regexes have no lookahead, so
-  these are refused with a :class:`~toolgrammar.errors.GrammarError` rather than loosened silently.
+  these are refused with a :class:`~toolgrammar.errors.GrammarError` rather than loosened silently;
+- a closer the format may write right before the end of the turn (``kimi-k3``'s ``<|close|>message<|sep|>``):
+  refused the same way. A wrapped free text (``kimi-k3``'s response channel) is a ``tag``.
 
 This module imports no torch, transformers, vLLM or xgrammar: the tag is plain JSON.
 """
@@ -77,12 +79,22 @@ def _refuse_unsayable(turn_policy: policy.TurnPolicy) -> None:
     if turn_policy.text.not_prefixed:  # the format's free text, whether or not this turn holds any
         raise _not_prefixed_error(turn_policy.format, turn_policy.text.not_prefixed)
     for part in turn_policy.parts():
+        if isinstance(part, policy.End) and part.before is not None:
+            raise _turn_close_error(turn_policy.format, part.before)
         if isinstance(part, policy.Reasoning) and part.ends_at_block:
             raise GrammarError(
                 f"the structured-outputs route cannot carry the {turn_policy.format!r} format's reasoning, which a "
                 "block may end without the closing think marker; pass reasoning='disabled' or use the logits "
                 "processor (toolgrammar.vllm.VllmToolCallLogitsProcessor)"
             )
+
+
+def _turn_close_error(format_name: str, before: str) -> GrammarError:
+    return GrammarError(
+        f"the structured-outputs route cannot carry the {format_name!r} format: it may write {before!r} right "
+        "before the end of the turn, which a structural tag (whose end is the turn's end) cannot say; use the "
+        "logits processor (toolgrammar.vllm.VllmToolCallLogitsProcessor) or the GBNF/lark exports"
+    )
 
 
 def _not_prefixed_error(format_name: str, word: str) -> GrammarError:
@@ -104,7 +116,12 @@ class _TagLowering(policy.Lowering["dict[str, Any] | None"]):
     def free_text(self, part: policy.FreeText) -> dict[str, Any]:
         if part.not_prefixed:
             raise _not_prefixed_error(self.format_name, part.not_prefixed)
-        return _any_text(*part.avoid)
+        if part.wrapper is None:
+            return _any_text(*part.avoid)
+        opener, closer = part.wrapper
+        words = [w for w in part.avoid if w != closer]  # a tag's content never runs past its end
+        wrapped = {"type": "tag", "begin": opener, "content": _any_text(*words), "end": closer}
+        return wrapped if not opener else {"type": "optional", "content": wrapped}  # an empty run may be left out
 
     def reasoning(self, part: policy.Reasoning) -> dict[str, Any]:
         # part.ends_at_block (and with it part.unclosed_then) was refused by _refuse_unsayable.
@@ -147,6 +164,8 @@ class _TagLowering(policy.Lowering["dict[str, Any] | None"]):
         return {"type": "regex", "pattern": f"\\n{{{part.lo},{part.hi}}}"}
 
     def end(self, part: policy.End) -> None:
+        if part.before is not None:  # refused by _refuse_unsayable first
+            raise _turn_close_error(self.format_name, part.before)
         return None
 
     def not_starting_with(self, part: policy.NotStartingWith) -> dict[str, Any] | None:

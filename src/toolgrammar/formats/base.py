@@ -67,6 +67,12 @@ class ToolCallFormat(ABC):
     (default: the block opener, which starts a block)."""
     free_text_not_prefixed: ClassVar[str | None] = None
     """What a run of free text may not start with (for parsers that read a bare block there)."""
+    content_wrapper: ClassVar[tuple[str, str] | None] = None
+    """``(open, close)`` the format writes around every run of free text (Kimi K3's response channel); an
+    empty run may be left out. With ``reasoning="disabled"`` the generation prompt has opened the first
+    run's wrapper (K3's thinking=False prompt ends with it). ``None`` (the default): bare text."""
+    turn_close: ClassVar[str | None] = None
+    """What the format may write right before the end of the turn (K3's ``<|close|>message<|sep|>``)."""
     think_avoid: ClassVar[tuple[str, ...] | None] = None
     """What reasoning may not contain (default: the closing think marker, which ends it). If the
     block opener is listed, a block may directly follow the reasoning text."""

@@ -9,9 +9,11 @@ IDX counts the calls (the grammar allows any decimal index; the parser reads the
 ignores the index). Reasoning is ``<think>`` ... ``</think>`` (K2-Thinking / K2.6 prompts open it).
 
 ``kimi-k3``: channels ``<|open|>think<|sep|>`` (reasoning), ``<|open|>response<|sep|>`` (content) and
-``<|open|>tools<|sep|>`` (the calls), each closed by ``<|close|>NAME<|sep|>``. The strict parser reads
-it (:class:`.parser.KimiK3Blocks`); its grammar is not written yet (the shared turn policy has no way
-to wrap the content in a response channel), so :meth:`KimiK3Format.block_grammar` refuses with a clear error.
+``<|open|>tools<|sep|>`` (the calls), each closed by ``<|close|>NAME<|sep|>``, and the turn by
+``<|close|>message<|sep|>``. The strict parser reads it (:class:`.parser.KimiK3Blocks`); the grammar
+(:func:`.grammar.k3_block_grammar`) writes the tools channel, and the shared turn policy the rest from
+:attr:`KimiK3Format.content_wrapper` (the response channel around the content; the prompt opened it
+when ``reasoning="disabled"``, as K3's thinking=False prompt does) and :attr:`KimiK3Format.turn_close`.
 
 No Kimi tokenizer ships on PyPI (they are tiktoken files loaded with ``trust_remote_code``):
 :meth:`fixture_vocabulary` is ``None``, so CanIToolCall's token strategies do not run for this family;
@@ -24,9 +26,10 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ...errors import GrammarError, ToolSchemaError
+from ...errors import ToolSchemaError
 from ..base import Markers, ToolCallFormat
 from ..spec import format_spec, markers_of
+from .grammar import xml_attr as _attr
 from .parser import PACKAGE, k2_markup, k3_markup
 
 if TYPE_CHECKING:
@@ -52,10 +55,6 @@ def render_k2(calls: list[tuple[str, dict[str, Any]]], markers: Markers, first_i
         for i, (name, args) in enumerate(calls)
     )
     return f"{markers.block_open}{body}{markers.block_close}"
-
-
-def _attr(text: str) -> str:
-    return text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _k3_type(value: Any) -> str:
@@ -144,20 +143,36 @@ K3_REPOS: tuple[str, ...] = tuple(format_spec(PACKAGE).get("k3_repos", ("moonsho
 """Tokenizer repos whose fixtures are K3 XTML (``kimi``'s CanIToolCall family holds both)."""
 
 
+_K3 = k3_markup()
+_K3_MARKERS = Markers(
+    **{k: tuple(v) if isinstance(v, list) else v for k, v in format_spec(PACKAGE)["k3"]["markers"].items()}
+)
+
+
 class KimiK3Format(KimiFormat):
-    """Kimi K3 XTML: the strict parser (no grammar yet, see the module docstring)."""
+    """Kimi K3 XTML: channels for reasoning, content (the response) and calls (the tools); see the module docstring."""
 
     name: ClassVar[str] = "kimi-k3"
-    markers: ClassVar[Markers] = Markers(
-        **{k: tuple(v) if isinstance(v, list) else v for k, v in format_spec(PACKAGE)["k3"]["markers"].items()}
-    )
+    markers: ClassVar[Markers] = _K3_MARKERS
     canitoolcall_families: ClassVar[dict[str, str]] = {}
+    content_wrapper: ClassVar[tuple[str, str] | None] = (_K3.response_open, _K3.response_close)
+    turn_close: ClassVar[str | None] = _K3.message_close
+    free_text_avoid: ClassVar[tuple[str, ...] | None] = (
+        _K3_MARKERS.block_open,
+        _K3.response_open,
+        _K3.response_close,
+        _K3.message_close,
+        _K3_MARKERS.think_open,
+        _K3_MARKERS.think_close,
+    )
+    """The channel markup the block reader reads in content (and the think channel's, which would read as reasoning)."""
+    think_avoid: ClassVar[tuple[str, ...] | None] = (_K3_MARKERS.think_close, _K3.response_open)
+    """The response channel's opener ends the reasoning too (the reader's ``reasoning_enders``)."""
 
     def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
-        raise GrammarError(
-            "format 'kimi-k3' has a strict parser but no grammar yet: a K3 turn wraps its content in "
-            "<|open|>response<|sep|> ... <|close|>response<|sep|>, which the shared turn policy cannot express"
-        )
+        from .grammar import k3_block_grammar
+
+        return k3_block_grammar(tools, options, self.markers)
 
     def render_call(self, tool: Tool | str, arguments: dict[str, Any]) -> str:
         name = tool if isinstance(tool, str) else tool.name
@@ -173,7 +188,14 @@ class KimiK3Format(KimiFormat):
 
     def budget_literals(self) -> tuple[str, ...]:
         m = k3_markup()
-        return (m.argument_close + m.call_close + self.markers.block_close,)
+        types = ("string", "number", "boolean", "null", "object", "array")
+        return (
+            m.argument_close + m.call_close + self.markers.block_close + m.message_close,
+            m.argument_close + m.argument_open,
+            m.call_close + m.call_open,
+            m.response_close + self.markers.block_open + m.call_open,
+            *(f'{m.argument_type}{t}"{m.sep}' for t in types),
+        )
 
     def block_name(self, raw: str) -> str | None:
         match = _K3_NAME.search(raw)
