@@ -86,10 +86,12 @@ def _families() -> dict[str, tuple[str, ParseMode]]:
     return out
 
 
-FAMILY_FORMATS: dict[str, str] = {slug: name for slug, (name, _) in _families().items()}
+_FAMILIES = _families()
+
+FAMILY_FORMATS: dict[str, str] = {slug: name for slug, (name, _) in _FAMILIES.items()}
 """CanIToolCall family slug -> toolgrammar format name (declared by the formats)."""
 
-FAMILY_PARSE_MODES: dict[str, ParseMode] = {slug: mode for slug, (_, mode) in _families().items()}
+FAMILY_PARSE_MODES: dict[str, ParseMode] = {slug: mode for slug, (_, mode) in _FAMILIES.items()}
 """CanIToolCall family slug -> parse mode (``lenient`` for qwen3-xml: see the module docstring)."""
 
 _QWEN_FAMILIES: frozenset[str] = frozenset({"qwen3-hermes", "qwen3-xml"})
