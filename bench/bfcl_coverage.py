@@ -161,9 +161,7 @@ def forget() -> None:
     tools._recent.clear()
     tools._recent_notes.clear()
     json_grammar.any_value.cache_clear()
-    automaton._shared_dfas.clear()
-    automaton._skeletons.clear()
-    automaton._edges_cache.clear()
+    automaton.clear_caches()
     lazy.clear_tail_cache()
 
 

@@ -87,9 +87,7 @@ class ToolgrammarRunner(EngineRunner):
         engine._grammars.clear()
         tools._recent.clear()
         json_grammar.any_value.cache_clear()
-        automaton._shared_dfas.clear()
-        automaton._skeletons.clear()
-        automaton._edges_cache.clear()
+        automaton.clear_caches()
         lazy.clear_tail_cache()
 
     def forget_memory(self) -> None:
@@ -99,9 +97,7 @@ class ToolgrammarRunner(EngineRunner):
         engine._grammars.clear()
         tools._recent.clear()
         json_grammar.any_value.cache_clear()
-        automaton._shared_dfas.clear()
-        automaton._skeletons.clear()
-        automaton._edges_cache.clear()
+        automaton.clear_caches()
         lazy.clear_tail_cache()
 
     def compile(self, toolset: ToolSet) -> Any:

@@ -139,6 +139,13 @@ class Members(Node):
 
 
 @dataclass(frozen=True, eq=False)
+class Embedded(Node):
+    """A part already compiled (by :mod:`toolgrammar.compose`), placed as it is."""
+
+    dfa: DFA
+
+
+@dataclass(frozen=True, eq=False)
 class Dispatch(Alt):
     """``alt(seq(lit(key), tail) ...)`` where the keys are prefix-free: the key says which tail follows.
 
@@ -483,6 +490,41 @@ class DFA:
 
 
 _shared_dfas: weakref.WeakKeyDictionary[Node, DFA] = weakref.WeakKeyDictionary()
+_avoid_dfas: weakref.WeakKeyDictionary[Node, DFA] = weakref.WeakKeyDictionary()
+_not_prefixed_dfas: weakref.WeakKeyDictionary[Node, DFA] = weakref.WeakKeyDictionary()
+
+
+def clear_caches() -> None:
+    """Forget every sub-automaton compiled in this process (shared parts, guarded products, skeletons)."""
+    for cache in (_shared_dfas, _avoid_dfas, _not_prefixed_dfas):
+        cache.clear()
+    with _skeletons_lock:
+        _skeletons.clear()
+    _edges_cache.clear()
+
+
+def shared_dfa(node: Shared) -> DFA:
+    """The minimal DFA of a :class:`Shared` node's language, compiled once per node in this process."""
+    dfa = _shared_dfas.get(node)
+    if dfa is None:
+        dfa = _shared_dfas[node] = compile_dfa(node.item)
+    return dfa
+
+
+def avoid_dfa(node: Avoid) -> DFA:
+    """An :class:`Avoid` node's DFA (its item run beside an Aho-Corasick guard), once per node."""
+    dfa = _avoid_dfas.get(node)
+    if dfa is None:
+        dfa = _avoid_dfas[node] = _product_avoiding(compile_dfa(node.item), node.words)
+    return dfa
+
+
+def not_prefixed_dfa(node: NotPrefixed) -> DFA:
+    """A :class:`NotPrefixed` node's DFA, once per node."""
+    dfa = _not_prefixed_dfas.get(node)
+    if dfa is None:
+        dfa = _not_prefixed_dfas[node] = _product_not_prefixed(compile_dfa(node.item), node.word)
+    return dfa
 
 
 class _NFA:
@@ -508,7 +550,6 @@ class _NFA:
 class _Builder:
     def __init__(self) -> None:
         self.nfa = _NFA()
-        self._avoid_cache: dict[int, DFA] = {}
 
     def build(self, node: Node, safe: bool) -> tuple[int, int]:
         nfa = self.nfa
@@ -565,16 +606,14 @@ class _Builder:
             return self.build(node.item, safe or node.safe)
         if isinstance(node, Members):
             return self._members(node, safe)
+        if isinstance(node, Embedded):
+            return self._embed(node.dfa, safe, cache=False)
         if isinstance(node, Avoid):
-            return self._embed(self._avoid_dfa(node), safe)
+            return self._embed(avoid_dfa(node), safe)
         if isinstance(node, Shared):
-            dfa = _shared_dfas.get(node)
-            if dfa is None:
-                dfa = compile_dfa(node.item)
-                _shared_dfas[node] = dfa
-            return self._embed(dfa, safe)
+            return self._embed(shared_dfa(node), safe)
         if isinstance(node, NotPrefixed):
-            return self._embed(_product_not_prefixed(compile_dfa(node.item), node.word), safe)
+            return self._embed(not_prefixed_dfa(node), safe)
         raise GrammarError(f"unknown grammar node {type(node).__name__}")
 
     def _members(self, node: Members, safe: bool) -> tuple[int, int]:
@@ -607,17 +646,11 @@ class _Builder:
                 nfa.eps[track].append(end)
         return start, end
 
-    def _avoid_dfa(self, node: Avoid) -> DFA:
-        key = id(node)
-        if key not in self._avoid_cache:
-            self._avoid_cache[key] = _product_avoiding(compile_dfa(node.item), node.words)
-        return self._avoid_cache[key]
-
-    def _embed(self, dfa: DFA, safe: bool) -> tuple[int, int]:
+    def _embed(self, dfa: DFA, safe: bool, *, cache: bool = True) -> tuple[int, int]:
         nfa = self.nfa
         ids = [nfa.new(safe or bool(dfa.safe[s])) for s in range(dfa.n_states)]
         end = nfa.new(safe)
-        for s, row_edges in enumerate(_dfa_edges(dfa)):
+        for s, row_edges in enumerate(_dfa_edges(dfa, cache=cache)):
             nfa.edges[ids[s]].extend((mask, ids[t]) for mask, t in row_edges)
             if dfa.accepting[s]:
                 nfa.eps[ids[s]].append(end)
@@ -627,9 +660,11 @@ class _Builder:
 _edges_cache: OrderedDict[int, tuple[DFA, list[list[tuple[int, int]]]]] = OrderedDict()
 
 
-def _dfa_edges(dfa: DFA) -> list[list[tuple[int, int]]]:
-    """Each state's transitions as (symbol mask, target) pairs; a shared DFA is embedded many times."""
-    hit = _edges_cache.get(id(dfa))
+def _dfa_edges(dfa: DFA, *, cache: bool = True) -> list[list[tuple[int, int]]]:
+    """Each state's transitions as (symbol mask, target) pairs; a shared DFA is embedded many times.
+
+    ``cache=False`` for a part embedded once (a fallback join's parts): the cache would keep it alive."""
+    hit = _edges_cache.get(id(dfa)) if cache else None
     if hit is not None and hit[0] is dfa:
         return hit[1]
     t = dfa.transitions
@@ -647,6 +682,8 @@ def _dfa_edges(dfa: DFA) -> list[list[tuple[int, int]]]:
     edges: list[list[tuple[int, int]]] = [[] for _ in range(n)]
     for k, p in enumerate(uniq.tolist()):
         edges[p // n].append((int.from_bytes(packed[k].tobytes(), "little"), p % n))
+    if not cache:
+        return edges
     _edges_cache[id(dfa)] = (dfa, edges)
     while len(_edges_cache) > 256:
         _edges_cache.popitem(last=False)
@@ -895,7 +932,8 @@ def _mask_from_indices(indices: np.ndarray) -> int:
 
 
 @lru_cache(maxsize=4096)
-def _indices_of_mask(mask: int) -> np.ndarray:
+def indices_of_mask(mask: int) -> np.ndarray:
+    """The symbols of a 258-bit mask, ascending (a cached array: do not modify)."""
     bits = np.unpackbits(np.frombuffer(mask.to_bytes(33, "little"), dtype=np.uint8), bitorder="little")
     return np.flatnonzero(bits[:N_SYMBOLS]).astype(np.intp)
 
@@ -924,15 +962,40 @@ MINIMIZE_UP_TO = 1500
 """``compile_dfa(minimize=None)`` merges equivalent states only in automata up to this many states."""
 
 
-def compile_dfa(node: Node, *, minimize: bool | None = True) -> DFA:
-    """Compile an expression tree into a pruned DFA (subset construction over symbol classes).
+def compile_dfa(node: Node, *, minimize: bool | None = True, compose: bool = True) -> DFA:
+    """Compile an expression tree into a pruned DFA.
+
+    The tree is compiled bottom-up by :func:`toolgrammar.compose.compose_dfa` (parts joined as
+    tables where the join stays deterministic, subset construction only where it does not);
+    ``compose=False`` runs subset construction over the whole tree (:func:`subset_dfa`), the reference
+    the composed automaton is tested against.
 
     ``minimize=None`` merges equivalent states only up to :data:`MINIMIZE_UP_TO` states: for an
     automaton walked along a single path (a tool's arguments in a turn) the states a walk visits, not
     the states that exist, cost masks, and merging took half the compile of large ones (bounded nested
     arrays: ~0.4 s of ~0.8 s) while it pays for itself on small ones."""
+    if compose:
+        from .compose import compose_dfa  # compose builds on this module's nodes and subset construction
+
+        raw = compose_dfa(node)
+    else:
+        raw = subset_dfa(node, False)
+    return _prune(
+        raw.transitions,
+        raw.start,
+        raw.accepting,
+        raw.safe,
+        nfa_states=int(raw.stats.get("nfa_states", raw.n_states)),
+        minimize=minimize,
+    )
+
+
+def subset_dfa(node: Node, safe: bool) -> DFA:
+    """Thompson NFA of ``node``, then subset construction over symbol classes (start 0; not pruned).
+
+    ``safe`` marks every state (the node lies inside a safe :class:`Group`)."""
     builder = _Builder()
-    start, end = builder.build(node, False)
+    start, end = builder.build(node, safe)
     nfa = builder.nfa
     eps = nfa.eps
 
@@ -987,11 +1050,11 @@ def compile_dfa(node: Node, *, minimize: bool | None = True) -> DFA:
     table = np.full((n, N_SYMBOLS), DEAD, dtype=np.int32)
     for s, row in enumerate(rows):
         for block, t in row:
-            table[s, _indices_of_mask(block)] = t
+            table[s, indices_of_mask(block)] = t
     accepting = np.array([end in st for st in sets], dtype=bool)
     safe_flags = np.array(nfa.safe, dtype=bool)
-    safe = np.array([bool(safe_flags[list(st)].any()) for st in sets], dtype=bool)
-    return _prune(table, 0, accepting, safe, nfa_states=len(nfa.edges), minimize=minimize)
+    safe_sets = np.array([bool(safe_flags[list(st)].any()) for st in sets], dtype=bool)
+    return DFA(table, 0, accepting, safe_sets, stats={"nfa_states": len(nfa.edges)})
 
 
 def _prune(
@@ -1005,40 +1068,25 @@ def _prune(
 ) -> DFA:
     """Drop states that cannot reach acceptance and renumber the rest (start stays reachable or raises)."""
     n = table.shape[0]
-    # Reverse reachability from accepting states.
-    live = accepting.copy()
     src, _sym = np.nonzero(table >= 0)
     pairs = np.unique(src.astype(np.int64) * n + table[src, _sym])
-    src_u, dst_u = pairs // n, pairs % n
+    src_u, dst_u = pairs // n, pairs % n  # sorted by source
+    # Reverse reachability from accepting states, then forward from the start through live states.
     order = np.argsort(dst_u, kind="stable")
-    src_sorted, dst_sorted = src_u[order], dst_u[order]
-    starts = np.searchsorted(dst_sorted, np.arange(n + 1))
-    stack = list(np.flatnonzero(live))
-    while stack:
-        s = stack.pop()
-        for p in src_sorted[starts[s] : starts[s + 1]]:
-            if not live[p]:
-                live[p] = True
-                stack.append(int(p))
+    live = _reach(accepting.copy(), dst_u[order], src_u[order], n)
     if not live[start]:
         raise GrammarError("the grammar accepts nothing (every path is a dead end)")
-    # Forward reachability from start through live states.
-    fwd_starts = np.searchsorted(src_u, np.arange(n + 1))
-    reach = np.zeros(n, dtype=bool)
-    reach[start] = True
-    stack = [start]
-    while stack:
-        s = stack.pop()
-        for t in dst_u[fwd_starts[s] : fwd_starts[s + 1]]:
-            if live[t] and not reach[t]:
-                reach[t] = True
-                stack.append(int(t))
+    ok = live[src_u] & live[dst_u]
+    seed = np.zeros(n, dtype=bool)
+    seed[start] = True
+    reach = _reach(seed, src_u[ok], dst_u[ok], n)
     keep = np.flatnonzero(reach)
     remap = np.full(n + 1, DEAD, dtype=np.int32)  # index n maps DEAD (-1) to DEAD
     remap[keep] = np.arange(len(keep), dtype=np.int32)
     new = remap[table[keep]]  # -1 indexes the last slot, which holds DEAD
     if minimize or (minimize is None and len(keep) <= MINIMIZE_UP_TO):
         table, start, accepting, safe = _minimize(new, int(remap[start]), accepting[keep], safe[keep])
+        table, start, accepting, safe = _canonical(table, start, accepting, safe)
     else:
         table, start, accepting, safe = new, int(remap[start]), accepting[keep], safe[keep]
     return DFA(
@@ -1048,6 +1096,59 @@ def _prune(
         safe=safe,
         stats={"nfa_states": nfa_states, "dfa_states": int(table.shape[0])},
     )
+
+
+def _reach(seen: np.ndarray, heads: np.ndarray, tails: np.ndarray, n: int) -> np.ndarray:
+    """``seen`` grown by every state reachable along the edges ``heads[i] -> tails[i]`` (sorted by head).
+
+    Breadth-first, a whole frontier per numpy step: a Python loop per state was most of a large
+    automaton's pruning."""
+    starts = np.searchsorted(heads, np.arange(n + 1))
+    frontier = np.flatnonzero(seen)
+    while len(frontier):
+        lo = starts[frontier]
+        counts = starts[frontier + 1] - lo
+        some = counts > 0
+        lo, counts = lo[some], counts[some]
+        if not len(counts):
+            break
+        # Edge indices of every frontier state's range at once: position p of range r is lo_r + (p - c_r),
+        # c_r the ranges' running total.
+        shift = lo - np.concatenate([[0], np.cumsum(counts)[:-1]])
+        targets = tails[np.arange(int(counts.sum())) + np.repeat(shift, counts)]
+        frontier = np.unique(targets[~seen[targets]])
+        seen[frontier] = True
+    return seen
+
+
+def _canonical(
+    table: np.ndarray, start: int, accepting: np.ndarray, safe: np.ndarray
+) -> tuple[np.ndarray, int, np.ndarray, np.ndarray]:
+    """The states renumbered in breadth-first order from the start, successors by symbol.
+
+    A minimal DFA is unique up to renaming its states; this names them by the automaton alone, so the
+    numbering (and every file written from it: the GBNF and lark exports) does not depend on how the
+    automaton was built. Every state must be reachable from the start (pruning sees to it)."""
+    n = table.shape[0]
+    order = np.full(n, -1, dtype=np.int64)
+    order[start] = 0
+    frontier = np.array([start], dtype=np.int64)
+    count = 1
+    while len(frontier):
+        targets = table[frontier].reshape(-1)  # row by row, symbols ascending: the visiting order
+        targets = targets[targets >= 0]
+        targets = targets[order[targets] < 0]
+        _, first = np.unique(targets, return_index=True)
+        frontier = targets[np.sort(first)]
+        order[frontier] = np.arange(count, count + len(frontier))
+        count += len(frontier)
+    if count != n:
+        raise GrammarError(f"internal: {n - count} automaton states are unreachable after pruning")
+    inverse = np.empty(n, dtype=np.int64)
+    inverse[order] = np.arange(n)
+    rows = table[inverse]
+    renamed = np.where(rows >= 0, order[np.maximum(rows, 0)], DEAD).astype(np.int32)
+    return renamed, 0, accepting[inverse], safe[inverse]
 
 
 def _minimize(
@@ -1106,13 +1207,25 @@ def _minimize(
     return new_table, int(cls[start]), accepting[reps].copy(), safe[reps].copy()
 
 
+DENSE_PRODUCT_UP_TO = 20_000
+"""State pairs up to which :func:`_intersect` builds the whole product at once (5 MB of table)."""
+
+
 def _intersect(dfa: DFA, guard: np.ndarray) -> DFA:
     """``dfa`` run in step with a small guard automaton (start 0; ``-1`` = forbidden), pruned.
 
-    A pair of states is one code (``d * guards + g``); each row is built with array operations over
-    the symbols, and only its few distinct target pairs go through Python.
+    A pair of states is one code (``d * guards + g``). Up to :data:`DENSE_PRODUCT_UP_TO` pairs the
+    whole product table is one array operation and pruning keeps the reachable pairs; beyond, the
+    pairs are explored from the start, each row built with array operations over the symbols.
     """
     n_guard = guard.shape[0]
+    if dfa.n_states * n_guard <= DENSE_PRODUCT_UP_TO:
+        d = dfa.transitions.astype(np.int64)[:, None, :]
+        g = guard.astype(np.int64)[None, :, :]
+        table = np.where((d >= 0) & (g >= 0), d * n_guard + g, DEAD).reshape(-1, N_SYMBOLS).astype(np.int32)
+        accepting = np.repeat(dfa.accepting.astype(bool), n_guard)
+        safe = np.repeat(dfa.safe.astype(bool), n_guard)
+        return _prune(table, dfa.start * n_guard, accepting, safe, minimize=False)
     transitions = dfa.transitions.astype(np.int64)
     guard64 = guard.astype(np.int64)
     start = dfa.start * n_guard

@@ -73,6 +73,9 @@ class TokenTable:
         self.vocab = vocab
         n = vocab.n_tokens
         self.n_tokens = n
+        self.all_ids = np.arange(n)
+        """Every token id (read-only; shared by every grammar over this vocabulary)."""
+        self.all_ids.flags.writeable = False
         lengths = np.empty(n, dtype=np.int32)
         chunks: list[bytes] = []
         special_like = vocab.special_ids | vocab.eos_ids
@@ -455,7 +458,10 @@ class TokenGrammar:
             tokens = self._greedy_tokens(witness)
             self._dist_tokens.update(tokens)
             self._stub_weights[stub] = len(tokens)
-        self.key = hashlib.sha256((grammar.fingerprint + vocab.fingerprint).encode()).hexdigest()
+        # The per-state table below is only valid for this numbering of the states: the skeleton's own
+        # digest keys it too, so a compiler that numbers states otherwise never reads a stale table.
+        skeleton = hashlib.sha256(grammar.skeleton.dfa.transitions.tobytes()).hexdigest()
+        self.key = hashlib.sha256((grammar.fingerprint + vocab.fingerprint + skeleton).encode()).hexdigest()
         cached = disk_cache.load("token-grammars", self.key)
         if cached is not None and cached["dist"].shape == (self.n_states,):
             self.dist = cached["dist"]
@@ -467,7 +473,6 @@ class TokenGrammar:
         self._budget_masks: OrderedDict[tuple[int, int], StateMask] = OrderedDict()
         self.n_walks = 0
         self.n_expansions = 0
-        self._all_ids = np.arange(self.table.n_tokens)
 
     def _refresh(self) -> None:
         """Derived arrays of the automaton as it stands (after it grew)."""
@@ -692,7 +697,7 @@ class TokenGrammar:
             # A text state: walk the trie, then the budget bookkeeping on the allowed tokens only.
             self.n_walks += 1
             nxt = table.walk_trie(self.transitions, state)
-            self._check_built(state, self._all_ids, nxt)
+            self._check_built(state, self.table.all_ids, nxt)
             idx = np.flatnonzero(nxt >= 0)
             need = self.dist[nxt[idx]]
             fin = need < INF
@@ -713,7 +718,7 @@ class TokenGrammar:
                 max_need = int(need[ok].max()) if ok.any() else 0
                 return StateMask(False, None, allowed, len(allowed), max_need)
         nxt = self._walk(state)
-        self._check_built(state, self._all_ids, nxt)
+        self._check_built(state, self.table.all_ids, nxt)
         ok = nxt >= 0
         need = np.where(ok, self.dist[np.maximum(nxt, 0)], INF)
         finite = need[ok & (need < INF)]

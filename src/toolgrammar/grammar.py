@@ -243,8 +243,10 @@ class TurnGrammar:
         return to_regex(block)
 
 
-GRAMMAR_VERSION = "8"
-"""Bumped whenever a change to the compiler changes what a grammar accepts (it keys the disk cache)."""
+GRAMMAR_VERSION = "10"
+"""Bumped whenever a change to the compiler changes what a grammar accepts or how its automaton is
+numbered (it keys the disk cache, which holds automata and their per-state tables). 10: composed
+automata (:mod:`toolgrammar.compose`), minimal automata numbered breadth-first."""
 
 
 def grammar_key(tools: ToolSet, options: GrammarOptions) -> str:

@@ -1,0 +1,211 @@
+"""The composed automaton (toolgrammar.compose) is the automaton subset construction builds.
+
+Both compilers run on the same trees; after pruning and minimization the two DFAs must be
+isomorphic, accepting and ``safe`` flags included. Trees: every tool tail and the skeleton of the
+test tool sets in every format, schemas chosen for their joins (bounded nested arrays,
+optional-heavy objects, enums, anyOf, maps), and random trees over a small alphabet, where joins
+that overlap (and fall back to subset construction for that node) are common.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from toolgrammar import automaton as A
+from toolgrammar.compose import compose_dfa
+from toolgrammar.errors import GrammarError
+from toolgrammar.formats import FORMATS, get_format
+from toolgrammar.grammar import options_from_kwargs, turn_node
+from toolgrammar.tools import load_tools
+
+from toolsets import TOOLSETS
+
+
+def isomorphism_error(a: A.DFA, b: A.DFA) -> str | None:
+    """None when the (minimal) DFAs ``a`` and ``b`` are one automaton; else the first difference."""
+    if a.n_states != b.n_states:
+        return f"{a.n_states} states vs {b.n_states}"
+    image = {a.start: b.start}
+    todo = [a.start]
+    while todo:
+        s = todo.pop()
+        t = image[s]
+        if a.accepting[s] != b.accepting[t] or a.safe[s] != b.safe[t]:
+            return f"accepting/safe flags differ at state {s}"
+        row_a, row_b = a.transitions[s], b.transitions[t]
+        if not np.array_equal(row_a >= 0, row_b >= 0):
+            return f"state {s} takes other symbols than its image {t}"
+        for x in np.flatnonzero(row_a >= 0).tolist():
+            u, v = int(row_a[x]), int(row_b[x])
+            if u not in image:
+                image[u] = v
+                todo.append(u)
+            elif image[u] != v:
+                return f"state {u} maps to both {image[u]} and {v}"
+    return None
+
+
+def assert_same_automaton(node: A.Node) -> None:
+    composed = A.compile_dfa(node)
+    reference = A.compile_dfa(node, compose=False)
+    error = isomorphism_error(composed, reference)
+    assert error is None, error
+
+
+def test_the_checker_tells_different_automata_apart():
+    ab = A.compile_dfa(A.seq(A.lit("a"), A.opt(A.lit("b"))))
+    assert isomorphism_error(ab, A.compile_dfa(A.seq(A.lit("a"), A.opt(A.lit("b"))))) is None
+    assert isomorphism_error(ab, A.compile_dfa(A.seq(A.lit("a"), A.lit("b")))) is not None  # flags
+    assert isomorphism_error(ab, A.compile_dfa(A.seq(A.lit("a"), A.opt(A.lit("c"))))) is not None  # symbols
+    assert isomorphism_error(ab, A.compile_dfa(A.lit("ab"))) is not None  # sizes
+    safe = A.compile_dfa(A.group(A.seq(A.lit("a"), A.opt(A.lit("b"))), safe=True))
+    assert isomorphism_error(ab, safe) is not None
+
+
+JOIN_SCHEMAS = {
+    "bounded nested arrays": {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string"},
+            "series": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 3,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "label": {"type": "string"},
+                        "points": {
+                            "type": "array",
+                            "maxItems": 4,
+                            "items": {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2},
+                        },
+                    },
+                    "required": ["label", "points"],
+                },
+            },
+            "grid": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}, "maxItems": 3}},
+        },
+        "required": ["series"],
+    },
+    "optional-heavy": {
+        "type": "object",
+        "properties": {
+            **{f"field_{k}": {"type": ["string", "integer", "boolean"][k % 3]} for k in range(9)},
+            "fiber": {"type": "string"},
+            "field": {"type": "integer"},
+        },
+        "required": ["field_4"],
+    },
+    "enums and anyOf": {
+        "type": "object",
+        "properties": {
+            "unit": {"enum": ["celsius", "celsius_abs", "fahrenheit", 3, 30, None]},
+            "value": {"anyOf": [{"type": "integer"}, {"type": "number"}, {"type": "string"}]},
+            "target": {"anyOf": [{"type": "object", "properties": {"a": {"type": "string"}}}, {"type": "null"}]},
+        },
+        "required": ["unit"],
+    },
+    "map and bounds": {
+        "type": "object",
+        "properties": {
+            "headers": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 3}},
+            "count": {"type": "integer", "minimum": -5, "maximum": 120},
+            "ratio": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+            "tags": {"type": "array", "items": {"type": "string"}, "minItems": 2},
+        },
+    },
+}
+
+
+def _tool_nodes(tools: list, fmt: str) -> list[A.Node]:
+    node = turn_node(load_tools(tools, mode="schema"), options_from_kwargs(), get_format(fmt))
+    skeleton = A.compile_skeleton(node)
+    return [tail for d in skeleton.dispatches for tail in d.tails] + [node]
+
+
+@pytest.mark.parametrize("name", sorted(JOIN_SCHEMAS))
+def test_schemas_with_many_joins_compose_to_the_same_automaton(name):
+    tools = [{"name": "f", "parameters": JOIN_SCHEMAS[name]}, {"name": "g", "parameters": JOIN_SCHEMAS[name]}]
+    for node in _tool_nodes(tools, "hermes"):
+        assert_same_automaton(node)
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_every_format_composes_to_the_same_automaton(fmt):
+    for tools in TOOLSETS.values():
+        for node in _tool_nodes(tools, fmt)[:-1]:  # the tails; the whole turn below, for two tool sets
+            assert_same_automaton(node)
+    assert_same_automaton(
+        turn_node(load_tools(TOOLSETS["typed"], mode="schema"), options_from_kwargs(), get_format(fmt))
+    )
+
+
+# Random trees over a three-letter alphabet: joins that overlap are the rule, not the exception.
+
+
+def _trees() -> st.SearchStrategy[A.Node]:
+    leaves = st.one_of(
+        st.text(alphabet="ab", min_size=0, max_size=2).map(A.lit),
+        st.sampled_from(["ab", "bc", "abc", "a"]).map(A.chars),
+    )
+
+    def extend(children: st.SearchStrategy[A.Node]) -> st.SearchStrategy[A.Node]:
+        return st.one_of(
+            st.lists(children, min_size=1, max_size=3).map(lambda xs: A.seq(*xs)),
+            st.lists(children, min_size=1, max_size=3).map(lambda xs: A.alt(*xs)),
+            st.tuples(children, st.integers(0, 2), st.one_of(st.none(), st.integers(0, 3))).map(
+                lambda t: A.repeat(t[0], t[1], None if t[2] is None else max(t[1], t[2]))
+            ),
+            st.tuples(children, st.booleans()).map(lambda t: A.group(t[0], safe=t[1])),
+            children.map(A.shared),
+            children.map(lambda c: A.avoiding(c, "ab")),
+            children.map(lambda c: A.not_prefixed(c, "a")),
+            st.tuples(st.lists(st.tuples(children, st.booleans()), min_size=1, max_size=4), children).map(
+                lambda t: A.Members(tuple(t[0]), t[1])
+            ),
+        )
+
+    return st.recursive(leaves, extend, max_leaves=12)
+
+
+TREES = _trees()
+
+
+# The strategy's own repr (a recursive one) is long; hypothesis warns about printing it.
+@pytest.mark.filterwarnings("ignore:Generating overly large repr")
+@settings(max_examples=1000, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(TREES)
+def test_random_trees_compose_to_the_same_automaton(node):
+    try:
+        reference = A.compile_dfa(node, compose=False)
+    except GrammarError as error:
+        with pytest.raises(GrammarError, match=re.escape(str(error))):
+            A.compile_dfa(node)
+        return
+    composed = A.compile_dfa(node)
+    error = isomorphism_error(composed, reference)
+    assert error is None, error
+
+
+@pytest.mark.parametrize(
+    ("node", "accepted", "rejected"),
+    [
+        # a*a: the first part's ends may go on with what the second part starts with.
+        (A.seq(A.star(A.lit("a")), A.lit("a")), [b"a", b"aaa"], [b"", b"b"]),
+        # ... and a part before them whose end takes the (joined) start of the nullable a*.
+        (A.seq(A.lit("b"), A.star(A.lit("a")), A.lit("a")), [b"ba", b"baaa"], [b"b", b"a"]),
+        (A.seq(A.lit("b"), A.opt(A.lit("ab")), A.alt(A.lit("a"), A.lit("ac"))), [b"ba", b"bac", b"baba"], [b"bab"]),
+    ],
+)
+def test_joins_that_overlap_stay_exact(node, accepted, rejected):
+    assert_same_automaton(node)
+    dfa = A.compile_dfa(node)
+    assert all(dfa.matches(w) for w in accepted)
+    assert not any(dfa.matches(w) for w in rejected)
+    assert compose_dfa(node).n_states >= A.compile_dfa(node).n_states
