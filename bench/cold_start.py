@@ -85,6 +85,16 @@ class ColdToolgrammar(ToolgrammarRunner):
     advanced on the processor's own cursor (:meth:`finish`)."""
 
     free_text = True
+    keep_skeletons = False
+    """``--keep-skeletons``: keep the turn skeletons between measurements (a server's warm process: the
+    skeleton depends on the format and options only), forget everything that depends on the tools."""
+
+    def fresh(self) -> None:
+        from toolgrammar import automaton
+
+        kept = dict(automaton._skeletons) if self.keep_skeletons else {}
+        super().fresh()
+        automaton._skeletons.update(kept)
 
     def start(self, compiled: Any) -> Any:
         return compiled
@@ -450,6 +460,7 @@ def report(
     info: dict[str, Any], rows: list[Row], sl: dict[str, Any], engines: Sequence[str], cmd: str, reps: int
 ) -> str:
     names = {e: n for r in rows for e, c in r.cells.items() for n in [c.engine]}
+    keep = bool(info.get("keep_skeletons"))
     out = [
         f"# Cold start (issue 12): {info['date'][:10]}",
         "",
@@ -461,7 +472,9 @@ def report(
         + ", ".join(names.get(e, e) for e in engines)
         + ".",
         "",
-        f"One measurement: from the tool list to the end of the first call, empty caches, new tool names. "
+        "One measurement: from the tool list to the end of the first call, empty caches, new tool names"
+        + (" (toolgrammar's turn skeletons kept: a warm server process, `--keep-skeletons`)" if keep else "")
+        + ". "
         f"Compile the grammar, then per token: compute the mask, apply it to a fresh `torch.randn(1, 151936)`, "
         f"accept. toolgrammar compiles the whole turn and walks {FREE_TOKENS} tokens of free text, then the "
         "block; llguidance and xgrammar compile the hermes block grammar only (canonical separators) and walk "
@@ -612,6 +625,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="sizes 1,5, one repetition, writes nothing: a smoke test")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1, as anchors.py)")
     p.add_argument("--no-write", action="store_true", help="print the table, write no files")
+    p.add_argument(
+        "--keep-skeletons",
+        action="store_true",
+        help="toolgrammar keeps its turn skeletons (per format and options, not per tool list) between "
+        "measurements: a new tool list in a warm server process; every tool-dependent cache is still emptied",
+    )
     args = p.parse_args(argv)
 
     shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
@@ -645,9 +664,13 @@ def main(argv: list[str] | None = None) -> int:
     ctx = BenchContext(load_qwen3_tokenizer(), qwen3_vocabulary())
     common._git_state = source_state  # machine_info() would run git; read the commit from .git instead
     info = common.machine_info()
+    info["keep_skeletons"] = args.keep_skeletons
     info["toolgrammar_path"] = os.path.relpath(tg_path, REPO) if tg_path.is_relative_to(REPO) else str(tg_path)
 
     runners = make_runners(engines)
+    for r in runners:
+        if isinstance(r, ColdToolgrammar):
+            r.keep_skeletons = args.keep_skeletons
     setup_ms = {}
     for r in runners:
         why = r.unavailable()
@@ -688,7 +711,8 @@ def main(argv: list[str] | None = None) -> int:
             "rows": [r.to_json() for r in rows],
             "slopes": sl,
         }
-        md_path, js_path = write_results("cold-start", md, data)
+        stem = "cold-start-warm-process" if args.keep_skeletons else "cold-start"
+        md_path, js_path = write_results(stem, md, data)
         print(f"\nwrote {md_path.relative_to(REPO)} and {js_path.name}", file=sys.stderr)
     return 0
 

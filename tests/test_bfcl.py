@@ -443,6 +443,36 @@ def test_suite_counts_bfcl_accuracy_side_by_side(tmp_path, monkeypatch):
     assert [json.loads(line)["task_id"] for line in lines] == ["simple_python_0", "simple_python_1"]
 
 
+class _GatedScripted(_Scripted):
+    """``_Scripted`` with a relevance gate: relevant only for the triangle request (a fixed score each)."""
+
+    def relevance(self, conversations, tools):
+        from toolgrammar.relevance import Relevance
+
+        scores = [0.7 if "triangle" in messages[-1]["content"] else -0.4 for messages in conversations]
+        return [Relevance(v, v >= 0.0, 0.0, "pmi") for v in scores]
+
+    def generate(self, prompts, *, constrained, seed, on_step=None, steer_rows=None):
+        assert (steer_rows is not None) == constrained  # the verdicts reach the constrained side only
+        return super().generate(prompts, constrained=constrained, seed=seed, on_step=on_step)
+
+
+def test_suite_reports_the_relevance_gate(tmp_path, monkeypatch):
+    from toolgrammar.bfcl_suite import parse_suite, run_suite
+
+    monkeypatch.delenv(bfcl.DATA_ENV, raising=False)
+    data = bfcl.locate_data([_fake_site(tmp_path, SAMPLE_ITEMS, SAMPLE_ANSWERS)])
+    config = CompareConfig(model="scripted", mode="schema", limit=None, out=str(tmp_path / "out"), progress=False,
+                           steer_gate="pmi")  # fmt: skip
+    report = run_suite(config, parse_suite("bfcl:simple_python"), generator_factory=_GatedScripted, data=data)
+    gate = report.categories["simple_python"]["bfcl"]["constrained"]["gate"]
+    assert gate == {"runs": 2, "let_steer": 1, "scores": [0.7, -0.4], "method": "pmi", "threshold": 0.0}
+    assert "gate" not in report.categories["simple_python"]["bfcl"]["free"]
+    text = (tmp_path / "out" / "bfcl-report.md").read_text()
+    assert "## Relevance gate" in text and "`--steer-gate pmi`" in text
+    assert "| simple_python | 1/2 | 0.70, -0.40 |" in text
+
+
 def test_cli_suite_on_the_tiny_model(tmp_path, monkeypatch, capsys):
     pytest.importorskip("torch")
     from toolgrammar.cli import main

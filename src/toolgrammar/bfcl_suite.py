@@ -280,6 +280,15 @@ def _accuracy(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "valid_any_shape": sum(v["valid"] for v in any_shape),
             "error_types": dict(sorted(types.items(), key=lambda kv: -kv[1])),
         }
+        gated = [r[mode]["steer_gate"] for r in runs if r[mode].get("steer_gate")]
+        if gated:  # the relevance gate (constrained side, --steer-gate relevance)
+            out[mode]["gate"] = {
+                "runs": len(gated),
+                "let_steer": sum(bool(g["relevant"]) for g in gated),
+                "scores": [g["score"] for g in gated],
+                "method": gated[0]["method"],
+                "threshold": gated[0]["threshold"],
+            }
     return out
 
 
@@ -326,9 +335,18 @@ def suite_rows(report: SuiteReport) -> list[tuple[str, ...]]:
     return rows
 
 
+def _gates(report: SuiteReport) -> dict[str, dict[str, Any]]:
+    """Per category, the relevance gate's counts (only categories whose constrained runs were gated)."""
+    return {
+        c: d["bfcl"]["constrained"]["gate"] for c, d in report.categories.items() if "gate" in d["bfcl"]["constrained"]
+    }
+
+
 def _markdown(report: SuiteReport) -> str:
     cfg = report.config
     policy = f"`{cfg['tool_choice']}`" + (", steered" if cfg.get("steer_to_blocks") else "")
+    if cfg.get("steer_gate", "none") != "none":
+        policy += f" where the relevance gate says a tool fits the request (`--steer-gate {cfg['steer_gate']}`)"
     lines = [
         "# toolgrammar compare --suite: BFCL, free vs constrained",
         "",
@@ -346,6 +364,28 @@ def _markdown(report: SuiteReport) -> str:
         lines += [f"**BUG: the constrained run made {report.constrained_errors} error(s).**", ""]
     lines += ["| " + " | ".join(SUITE_COLUMNS) + " |", "|---|" + "---:|" * (len(SUITE_COLUMNS) - 1)]
     lines += ["| " + " | ".join(row) + " |" for row in suite_rows(report)]
+    gates = _gates(report)
+    if gates:
+        first = next(iter(gates.values()))
+        how = (
+            "the functions' descriptions make the request more likely (mean log-probability gain per request token, "
+            "nats"
+            if first["method"] == "pmi"
+            else "the model answers yes to whether one of the item's functions can do what the request asks (P(yes)"
+        )
+        lines += [
+            "",
+            "## Relevance gate",
+            "",
+            f"Constrained side (`--steer-gate {first['method']}`, `toolgrammar.relevance`): steering acts only where "
+            f"{how} >= {first['threshold']}).",
+            "",
+            "| category | runs (items x seeds) the gate let steer | score per run |",
+            "|---|---:|---|",
+        ]
+        for category, gate in gates.items():
+            scores = ", ".join(f"{v:.2f}" for v in gate["scores"])
+            lines.append(f"| {category} | {gate['let_steer']}/{gate['runs']} | {scores} |")
     lines += ["", "## BFCL error types", "", "| category | mode | error type | runs |", "|---|---|---|---:|"]
     for category, data in report.categories.items():
         for mode in MODES:
@@ -368,6 +408,8 @@ def print_suite_report(report: SuiteReport) -> None:
     for row in suite_rows(report):
         table.add_row(*row)
     console.print(table)
+    for category, gate in _gates(report).items():
+        console.print(f"relevance gate, {category}: let steering act on {gate['let_steer']} of {gate['runs']} runs")
     if not report.ok:
         console.print(f"[bold red]BUG: the constrained run made {report.constrained_errors} error(s)[/bold red]")
     console.print(f"report: {report.out / 'bfcl-report.md'}  (also bfcl-report.json, bfcl-runs.jsonl)")

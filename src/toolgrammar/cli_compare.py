@@ -114,6 +114,15 @@ def compare_command(
             "of fenced/bare JSON openers onto the block opener. The free side is never steered.",
         ),
     ] = True,
+    steer_gate: Annotated[
+        str,
+        typer.Option(
+            help="Constrained side, with steering: 'none' (steer every run), 'pmi' (steer only the runs whose request "
+            "the tools' descriptions make more likely, by the model's own log-probabilities: two extra forward "
+            "passes per batch) or 'question' (only where the model answers yes to whether one of the tools can do "
+            "what the request asks: one extra pass). The gate's score and verdict are recorded per run.",
+        ),
+    ] = "none",
     parallel_tool_calls: Annotated[
         bool, typer.Option("--parallel-tool-calls/--no-parallel-tool-calls", help="Allow several blocks per turn.")
     ] = True,
@@ -190,6 +199,7 @@ def compare_command(
         tool_choice=tool_choice,
         prose_first=prose_first,
         steer_to_blocks=steer_to_blocks,
+        steer_gate=steer_gate,
         parallel_tool_calls=parallel_tool_calls,
         reasoning=reasoning,
         whitespace=whitespace,

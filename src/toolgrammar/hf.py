@@ -28,6 +28,7 @@ import inspect
 import threading
 import warnings
 import weakref
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -48,7 +49,7 @@ except ImportError:  # pragma: no cover
 
 _vocabularies: dict[int, tuple[weakref.ref, Vocabulary]] = {}
 _PER_GENERATION = frozenset(
-    {"cursors", "_fresh", "_prev_ids", "_prev_host", "_owner", "_guard", "_applier", "_watch_overrun"}
+    {"cursors", "_fresh", "_steer_allowed", "_prev_ids", "_prev_host", "_owner", "_guard", "_applier", "_watch_overrun"}
 )
 _WINDOW = 16
 """Tokens compared at each end when checking that a step extends the previous one (see ``_extends``)."""
@@ -168,6 +169,13 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         probability of tokens that open another call shape (a code fence, bare JSON) onto the block
         opener, so a call the model meant to write in another shape becomes a real, checked block.
         Every other token keeps its log-probability exactly; see :mod:`toolgrammar.steering`.
+    steer_rows : sequence of bool | None, default: None
+        With ``steer_to_blocks``: which rows of the batch may be steered (``None``: every row). Read
+        when a generation starts, so it can be set per ``generate`` call (the attribute of the same
+        name); a row not steered is masked as usual, only the opener pool is left alone. Its length
+        must be the batch's, or divide it (``generate`` repeats each input row for ``num_beams`` or
+        ``num_return_sequences``: each entry then covers its row's copies). A relevance gate
+        (:mod:`toolgrammar.relevance`) decides it per row in ``toolgrammar compare --steer-gate relevance``.
     assistant_prefix : str, default: ""
         Text the prompt already put at the start of the assistant turn, after the generation prompt
         (a harness that pre-fills the block opener, ``"<tool_call>\\n"``): the grammar continues after
@@ -194,6 +202,7 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         max_new_tokens: int | None = None,
         mode: str = "schema",
         steer_to_blocks: bool = False,
+        steer_rows: Sequence[bool] | None = None,
         assistant_prefix: str = "",
         **options: Any,
     ):
@@ -230,6 +239,7 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         if steer_to_blocks:
             openers = call_openers(self.vocab, self.turn_grammar.format.markers.block_open)
             self._call_points = CallPoints(self.grammar, openers)
+        self.steer_rows = steer_rows
         self._applier = MaskApplier()
         self._guard = threading.Lock()
         self.steered_steps = 0
@@ -249,6 +259,46 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         self._guard = threading.Lock()
         self.reset()
 
+    # -- which rows are steered ------------------------------------------------------------------
+
+    @property
+    def steer_rows(self) -> tuple[bool, ...] | None:
+        """Per row, whether steering may act on it (``None``: every row); read when a generation starts."""
+        return self._steer_rows
+
+    @steer_rows.setter
+    def steer_rows(self, value: Sequence[bool] | None) -> None:
+        if value is None:
+            self._steer_rows: tuple[bool, ...] | None = None
+            return
+        if not self.steer_to_blocks:
+            raise ProcessorError("steer_rows needs steer_to_blocks=True: without steering there is nothing to select")
+        if isinstance(value, str | bytes | Mapping) or not (isinstance(value, Sequence) or hasattr(value, "tolist")):
+            raise ProcessorError(f"steer_rows must be a sequence of True/False per row, or None; got {value!r}")
+        rows = value.tolist() if hasattr(value, "tolist") else list(value)  # a tensor or array of bools too
+        bad = [v for v in rows if not isinstance(v, bool)]
+        if bad or not rows:
+            raise ProcessorError(
+                f"steer_rows must hold one True/False per row of the batch; got {value!r}"
+                + (f" (not a bool: {bad[0]!r})" if bad else " (empty)")
+            )
+        self._steer_rows = tuple(rows)
+
+    def _allowed_rows(self, rows: int) -> list[bool]:
+        """``steer_rows`` for a batch of ``rows`` (expanded when generate repeated each input row)."""
+        chosen = self._steer_rows
+        if chosen is None:
+            return [True] * rows
+        if len(chosen) == rows:
+            return list(chosen)
+        if len(chosen) and rows % len(chosen) == 0:
+            copies = rows // len(chosen)
+            return [allowed for allowed in chosen for _ in range(copies)]
+        raise ProcessorError(
+            f"steer_rows has {len(chosen)} entries but this generation has {rows} rows: give one per row "
+            "(or per input row, when generate repeats rows for num_beams or num_return_sequences), or set it to None"
+        )
+
     # -- state -------------------------------------------------------------------------------
 
     def reset(self) -> None:
@@ -256,6 +306,7 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         self._owner: int | None = None  # the thread whose generation this is
         self.cursors: list[Cursor] = []
         self._fresh: list[bool] = []  # per row: at a call point (steering only)
+        self._steer_allowed: list[bool] = []  # per row: steer_rows as this generation read it
         self._prev_ids: torch.Tensor | None = None
         self._prev_host: Any = None  # the host path's numpy view of the last input (see _call_host_row)
         self._watch_overrun = False  # see _check_overrun
@@ -272,7 +323,9 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         rows = input_ids.shape[0]
         self.cursors = [Cursor(self.grammar, self.max_new_tokens, self._start_state) for _ in range(rows)]
         points = self._call_points
-        self._fresh = [points.initial(self._start_state) if points is not None else False] * rows
+        self._steer_allowed = self._allowed_rows(rows) if points is not None else [False] * rows
+        initial = points.initial(self._start_state) if points is not None else False
+        self._fresh = [initial and allowed for allowed in self._steer_allowed]
         self.prompt_length = input_ids.shape[1]
         self._check_budget()
 
@@ -361,7 +414,8 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         cursor.advance(token)
         points = self._call_points
         if points is not None:
-            fresh = cursor.error is None and points.update(self._fresh[row], before, token, cursor.state)
+            allowed = self._steer_allowed[row]
+            fresh = allowed and cursor.error is None and points.update(self._fresh[row], before, token, cursor.state)
             self._fresh[row] = fresh
 
     def _sync(self, input_ids: torch.Tensor) -> None:
@@ -402,14 +456,15 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         Returns False when some row extends no previous row (then this is a new generation).
         """
         index = {tuple(row): i for i, row in enumerate(prev[:, self.prompt_length :].tolist())}
-        new, fresh = [], []
+        new, fresh, allowed = [], [], []
         for row in input_ids[:, self.prompt_length : -1].tolist():
             parent = index.get(tuple(row))
             if parent is None:
                 return False
             new.append(self.cursors[parent].fork())
             fresh.append(self._fresh[parent])
-        self.cursors, self._fresh = new, fresh
+            allowed.append(self._steer_allowed[parent])
+        self.cursors, self._fresh, self._steer_allowed = new, fresh, allowed
         return True
 
     # -- masking -----------------------------------------------------------------------------

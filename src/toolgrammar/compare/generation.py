@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import inspect
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -31,7 +31,12 @@ class Generation:
 
 
 class Generator(Protocol):
-    """What :func:`run_compare` drives; :class:`HFGenerator` is the real one, tests may pass their own."""
+    """What :func:`run_compare` drives; :class:`HFGenerator` is the real one, tests may pass their own.
+
+    With a ``steer_gate`` other than ``"none"`` a generator also needs ``relevance(conversations, tools)`` (one
+    :class:`~toolgrammar.relevance.Relevance` per conversation) and a ``steer_rows`` keyword in
+    ``generate`` (per prompt: whether steering may act on it); both are used only then.
+    """
 
     name: str
     source: str
@@ -78,6 +83,7 @@ class HFGenerator:
         pad = tok.pad_token_id
         self.pad_id = pad if pad is not None else self.eos_ids[0]
         self._processor: Any = None
+        self._gate: Any = None
         self._prefix_key: tuple[int, ...] | None = None
         self._prefix_value: Any = None
         self.processor_seconds = 0.0
@@ -85,6 +91,10 @@ class HFGenerator:
     def prepare(self) -> None:
         """Build the processor now (compiling the grammar), so bad options fail before any generation."""
         _ = self.processor
+        if self.config.steer_gate != "none" and self._gate is None:
+            from ..relevance import RelevanceGate
+
+            self._gate = RelevanceGate(self.model, self.tokenizer, method=self.config.steer_gate)  # fails here
 
     @property
     def processor(self) -> Any:
@@ -101,6 +111,15 @@ class HFGenerator:
                 **self.config.grammar_options(),
             )
         return self._processor
+
+    def relevance(self, conversations: Sequence[list[dict[str, Any]]], tools: list[dict[str, Any]]) -> list[Any]:
+        """The relevance gate's verdict on each conversation (``config.steer_gate`` names the method)."""
+        if self._gate is None:
+            from ..relevance import RelevanceGate
+
+            method = self.config.steer_gate if self.config.steer_gate != "none" else "pmi"
+            self._gate = RelevanceGate(self.model, self.tokenizer, method=method)
+        return self._gate([(messages, tools) for messages in conversations])
 
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
         return self.tokenizer.apply_chat_template(
@@ -123,8 +142,15 @@ class HFGenerator:
         return self._prefix_value
 
     def generate(
-        self, prompts: list[str], *, constrained: bool, seed: int, on_step: Callable[[int], None] | None = None
+        self,
+        prompts: list[str],
+        *,
+        constrained: bool,
+        seed: int,
+        on_step: Callable[[int], None] | None = None,
+        steer_rows: Sequence[bool] | None = None,
     ) -> list[Generation]:
+        """One turn per prompt; ``steer_rows`` (constrained side, steering on): which rows steering may act on."""
         torch = self.torch
         from transformers import LogitsProcessor, LogitsProcessorList
 
@@ -180,6 +206,7 @@ class HFGenerator:
         if constrained:
             inner = self.processor
             inner.reset()
+            inner.steer_rows = steer_rows  # None: every row, as before
         sampling: dict[str, Any] = {"do_sample": False}
         if self.config.temperature > 0:
             sampling = {

@@ -81,6 +81,7 @@ def summarize_side(
     _, arg_any, arg_any_rate = hits("expected_arguments_any_shape_hit")
     seconds = sum(t["seconds"] for t in timings)
     tokens = sum(t["tokens"] for t in timings)
+    gated = [r["steer_gate"] for r in records if r.get("steer_gate")]
     blocks = sum(r["blocks"] for r in records)
     valid = sum(r["valid_calls"] for r in records)
     return {
@@ -122,6 +123,9 @@ def summarize_side(
         "generate_seconds": seconds,
         "processor_seconds": sum(t.get("processor_seconds", 0.0) for t in timings),
         "tokens_per_second": tokens / seconds if seconds > 0 else None,
+        "gate_runs": len(gated),
+        "gate_let_steer": sum(bool(g["relevant"]) for g in gated),
+        "gate_seconds": sum(t.get("gate_seconds", 0.0) for t in timings),
     }
 
 
@@ -298,6 +302,12 @@ def _markdown(report: Report) -> str:
             lines.append(f"| {kind} | {fk.get(kind, 0)} | {ck.get(kind, 0)} | {count} |")
     else:
         lines.append("The free run made no intended call that failed, so there was nothing to hide.")
+    if c.get("gate_runs"):
+        lines += [
+            "",
+            f"Relevance gate (`--steer-gate {cfg.get('steer_gate')}`): let steering act on {c['gate_let_steer']} of "
+            f"{c['gate_runs']} constrained runs ({c['gate_seconds']:.1f} s of forward passes).",
+        ]
     overhead = c["processor_seconds"]
     if c["generate_seconds"]:
         lines += [
@@ -338,6 +348,10 @@ def _policy_sentence(cfg: Mapping[str, Any]) -> str:
         text = "`auto`: free text stays free; a block, when opened, is valid and closes in time"
         if cfg.get("steer_to_blocks"):
             text += "; steered: at call points the other call shapes' openers are moved onto the block opener"
+            if cfg.get("steer_gate") == "pmi":
+                text += ", in the runs whose request the tools' descriptions make more likely (relevance gate, PMI)"
+            elif cfg.get("steer_gate") == "question":
+                text += ", in the runs where the model answers yes to whether a tool fits the request (relevance gate)"
         return text
     if choice == "none":
         return "`none`: no block"

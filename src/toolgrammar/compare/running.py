@@ -67,6 +67,7 @@ def _run_mode(
     opening = assistant_opening(config, tools)
     conversations = [_Conversation(task, _initial_messages(task, config)) for task in batch]
     timings: list[dict[str, Any]] = []
+    gate, gate_seconds = _gate(generator, conversations, openai_tools, mode=mode, config=config)
     try:
         for turn in range(config.turns):
             active = [c for c in conversations if c.stop is None]
@@ -76,11 +77,15 @@ def _run_mode(
             turn_seed = seed * 1_000_000 + batch_index * 1_000 + turn
             grammar_before = getattr(generator, "processor_seconds", 0.0)
             started = time.perf_counter()
+            extra: dict[str, Any] = {}
+            if gate is not None:  # only then: generators without the keyword keep working
+                extra["steer_rows"] = [gate[id(c)].relevant for c in active]
             outputs = generator.generate(
                 prompts,
                 constrained=mode == "constrained",
                 seed=turn_seed,
                 on_step=lambda step, turn=turn: on_step(f"{mode} turn {turn + 1}", step),
+                **extra,
             )
             seconds = time.perf_counter() - started
             grammar_seconds = getattr(generator, "processor_seconds", 0.0) - grammar_before
@@ -99,6 +104,7 @@ def _run_mode(
                     "seconds": seconds,
                     "processor_seconds": grammar_seconds,
                     "torch_seed": turn_seed,
+                    **({"gate_seconds": gate_seconds if turn == 0 else 0.0} if gate is not None else {}),
                 }
             )
             for conversation, prompt, output in zip(active, prompts, outputs, strict=True):
@@ -137,7 +143,39 @@ def _run_mode(
         for conversation in conversations:
             if conversation.sandbox is not None:
                 conversation.sandbox.close()
-    return [_summarize_run(c) for c in conversations], timings
+    records = [_summarize_run(c) for c in conversations]
+    if gate is not None:
+        for conversation, record in zip(conversations, records, strict=True):
+            record["steer_gate"] = gate[id(conversation)].to_dict()
+    return records, timings
+
+
+def _gate(
+    generator: Generator,
+    conversations: Sequence[_Conversation],
+    tools: list[dict[str, Any]],
+    *,
+    mode: Mode,
+    config: CompareConfig,
+) -> tuple[dict[int, Any] | None, float]:
+    """The relevance gate's verdicts on the first messages of a batch (constrained side, a ``steer_gate``).
+
+    One call (one batched forward) per batch, before the first turn; the verdict holds for the whole run.
+    Returns ``(None, 0.0)`` when no gate applies, else (verdict by conversation, seconds spent).
+    """
+    if mode != "constrained" or config.steer_gate == "none" or not conversations:
+        return None, 0.0
+    judge = getattr(generator, "relevance", None)
+    if judge is None:
+        raise CompareError(
+            f"--steer-gate {config.steer_gate} needs a generator that can judge relevance; {generator.name!r} cannot"
+        )
+    started = time.perf_counter()
+    verdicts = judge([list(c.messages) for c in conversations], tools)
+    seconds = time.perf_counter() - started
+    if len(verdicts) != len(conversations):
+        raise CompareError(f"the relevance gate returned {len(verdicts)} verdicts for {len(conversations)} runs")
+    return {id(c): v for c, v in zip(conversations, verdicts, strict=True)}, seconds
 
 
 # --------------------------------------------------------------------------------------------------
@@ -250,7 +288,11 @@ def run_compare(
     tasks_file = Path(config.tasks) if config.tasks else bundled_tasks_path()
     identity = {
         "version": _CONFIG_VERSION,
-        "config": {k: v for k, v in config.to_dict().items() if k not in ("out", "resume", "progress")},
+        "config": {
+            k: v
+            for k, v in config.to_dict().items()
+            if k not in ("out", "resume", "progress") and not (k == "steer_gate" and v == "none")
+        },  # steer_gate only when set: a directory written before the option existed still resumes
         "tools_fingerprint": tools.fingerprint,
         "tasks_sha256": _sha256_file(tasks_file),
         "task_ids": [t.id for t in tasks],
