@@ -40,6 +40,7 @@ from toolgrammar.relevance import (  # noqa: E402
     PMI_HEADER,
     QUESTION,
     RelevanceGate,
+    describe_gate,
 )
 
 CATEGORIES: dict[str, bool] = {"irrelevance": False, "simple_python": True, "multiple": True, "live_simple": True}
@@ -93,13 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         f" --model {args.model} --start {args.start} --stop {args.stop}"
     )  # fmt: skip
     threshold = DEFAULT_THRESHOLDS[args.method]
-    if args.method == "pmi":
-        described = (
-            f"score = mean log-probability gain per request token (nats) after {PMI_HEADER!r} over {NEUTRAL_HEADER!r}, "
-            f"relevant at >= {threshold}"
-        )
-    else:
-        described = f'P(yes) / (P(yes) + P(no)) >= {threshold}; question: "{QUESTION}"'
+    prompts = f"headers {PMI_HEADER!r} and {NEUTRAL_HEADER!r}" if args.method == "pmi" else f'question "{QUESTION}"'
+    described = f"says yes {describe_gate(args.method, threshold)}; {prompts}"
 
     lines = [
         f"# Relevance gate alone: BFCL items {args.start}-{args.stop - 1}",

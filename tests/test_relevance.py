@@ -20,13 +20,13 @@ import numpy as np
 import pytest
 
 from toolgrammar.relevance import (
-    DEFAULT_THRESHOLD,
     DEFAULT_THRESHOLDS,
     NEUTRAL_HEADER,
     QUESTION,
     Relevance,
     RelevanceError,
     RelevanceGate,
+    describe_gate,
     judge_relevance,
     pmi_prompts,
     relevance_question,
@@ -164,8 +164,9 @@ def test_batched_equals_unbatched_and_the_formula(gate, model, tokenizer):
         assert 0.0 < b.score < 1.0
         assert b.score == pytest.approx(a.score, abs=1e-5) and t.score == pytest.approx(a.score, abs=1e-5)
         assert a.score == pytest.approx(plain, abs=1e-6)  # float32 forward: last-position logits only
-        assert b.relevant == (b.score >= DEFAULT_THRESHOLD) and b.threshold == DEFAULT_THRESHOLD
-        if abs(a.score - DEFAULT_THRESHOLD) > 1e-4:
+        threshold = DEFAULT_THRESHOLDS["question"]
+        assert b.relevant == (b.score >= threshold) and b.threshold == threshold
+        if abs(a.score - threshold) > 1e-4:
             assert b.relevant == a.relevant
     assert len({round(v.score, 6) for v in batched}) == 3  # different prompts, different answers
     assert gate([]) == []
@@ -387,7 +388,7 @@ class GatedScript:
         out = []
         for messages in conversations:
             p = 0.9 if ".py" in messages[-1]["content"] else 0.2
-            out.append(Relevance(p, p >= 0.5, 0.5))
+            out.append(Relevance(p, p >= 0.5, 0.5, "question"))
         return out
 
     def generate(self, prompts, *, constrained, seed, on_step=None, steer_rows=None):
@@ -527,3 +528,10 @@ def test_real_model_gate_batched_equals_unbatched():
     # neutral header alone): the weather one is a false negative, which leaves that turn unsteered (free).
     weather, german = RelevanceGate(loaded.model, loaded.tokenizer)(conversations)
     assert weather.score > german.score + 0.2 and not german.relevant
+
+
+def test_describe_gate_names_the_method_and_its_threshold():
+    assert describe_gate("pmi").endswith(">= 0.0)") and "log-probability gain" in describe_gate("pmi")
+    assert describe_gate("question", 0.7).endswith(">= 0.7)") and "answers yes" in describe_gate("question")
+    with pytest.raises(RelevanceError, match="one of pmi, question, got 'relevance'"):
+        describe_gate("relevance")

@@ -28,6 +28,7 @@ from typing import Any, NoReturn
 
 from . import bfcl
 from .compare import MODES, CompareConfig, CompareError, Task, _progress, _run_mode, summarize
+from .relevance import describe_gate
 
 __all__ = ["SUITE_PREFIX", "BfclTask", "SuiteReport", "parse_suite", "run_suite", "suite_rows"]
 
@@ -281,7 +282,7 @@ def _accuracy(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "error_types": dict(sorted(types.items(), key=lambda kv: -kv[1])),
         }
         gated = [r[mode]["steer_gate"] for r in runs if r[mode].get("steer_gate")]
-        if gated:  # the relevance gate (constrained side, --steer-gate relevance)
+        if gated:  # the relevance gate (constrained side, --steer-gate pmi|question)
             out[mode]["gate"] = {
                 "runs": len(gated),
                 "let_steer": sum(bool(g["relevant"]) for g in gated),
@@ -346,7 +347,7 @@ def _markdown(report: SuiteReport) -> str:
     cfg = report.config
     policy = f"`{cfg['tool_choice']}`" + (", steered" if cfg.get("steer_to_blocks") else "")
     if cfg.get("steer_gate", "none") != "none":
-        policy += f" where the relevance gate says a tool fits the request (`--steer-gate {cfg['steer_gate']}`)"
+        policy += f" {describe_gate(cfg['steer_gate'])} (`--steer-gate {cfg['steer_gate']}`)"
     lines = [
         "# toolgrammar compare --suite: BFCL, free vs constrained",
         "",
@@ -367,18 +368,12 @@ def _markdown(report: SuiteReport) -> str:
     gates = _gates(report)
     if gates:
         first = next(iter(gates.values()))
-        how = (
-            "the functions' descriptions make the request more likely (mean log-probability gain per request token, "
-            "nats"
-            if first["method"] == "pmi"
-            else "the model answers yes to whether one of the item's functions can do what the request asks (P(yes)"
-        )
         lines += [
             "",
             "## Relevance gate",
             "",
-            f"Constrained side (`--steer-gate {first['method']}`, `toolgrammar.relevance`): steering acts only where "
-            f"{how} >= {first['threshold']}).",
+            f"Constrained side (`--steer-gate {first['method']}`, `toolgrammar.relevance`): steering acts only "
+            f"{describe_gate(first['method'], first['threshold'])}.",
             "",
             "| category | runs (items x seeds) the gate let steer | score per run |",
             "|---|---:|---|",

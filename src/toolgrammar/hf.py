@@ -175,7 +175,7 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         name); a row not steered is masked as usual, only the opener pool is left alone. Its length
         must be the batch's, or divide it (``generate`` repeats each input row for ``num_beams`` or
         ``num_return_sequences``: each entry then covers its row's copies). A relevance gate
-        (:mod:`toolgrammar.relevance`) decides it per row in ``toolgrammar compare --steer-gate relevance``.
+        (:mod:`toolgrammar.relevance`) decides it per row in ``toolgrammar compare --steer-gate pmi|question``.
     assistant_prefix : str, default: ""
         Text the prompt already put at the start of the assistant turn, after the generation prompt
         (a harness that pre-fills the block opener, ``"<tool_call>\\n"``): the grammar continues after

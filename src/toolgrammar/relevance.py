@@ -61,7 +61,6 @@ from typing import Any
 from .errors import ToolgrammarError
 
 __all__ = [
-    "DEFAULT_THRESHOLD",
     "DEFAULT_THRESHOLDS",
     "METHODS",
     "NEUTRAL_HEADER",
@@ -72,6 +71,7 @@ __all__ = [
     "Relevance",
     "RelevanceError",
     "RelevanceGate",
+    "describe_gate",
     "judge_relevance",
     "pmi_prompts",
     "relevance_question",
@@ -82,8 +82,6 @@ METHODS: tuple[str, ...] = ("pmi", "question")
 """The gates: pointwise mutual information of the request and the functions, or a yes/no question."""
 DEFAULT_THRESHOLDS: dict[str, float] = {"pmi": 0.0, "question": 0.5}
 """Per method, the score at or above which a request counts as relevant."""
-DEFAULT_THRESHOLD = DEFAULT_THRESHOLDS["question"]
-"""The question's threshold on its normalized yes/(yes+no) mass."""
 PMI_HEADER = "Functions:\n{functions}\n\nA request one of these functions serves:\n"
 """What the request follows in the ``pmi`` gate's conditioned pass (``{functions}``: one line each)."""
 NEUTRAL_HEADER = "A request:\n"
@@ -107,10 +105,26 @@ class Relevance:
     relevant: bool
     """``score >= threshold``: some tool fits the request, so steering may act."""
     threshold: float
-    method: str = "question"
+    method: str
 
     def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "score": self.score, "relevant": self.relevant, "threshold": self.threshold}
+
+
+def describe_gate(method: str, threshold: float | None = None) -> str:
+    """When a gate lets steering act, in words (reports and benchmarks say it the same way)."""
+    if method not in METHODS:
+        raise RelevanceError(f"the relevance gate's method must be one of {', '.join(METHODS)}, got {method!r}")
+    threshold = DEFAULT_THRESHOLDS[method] if threshold is None else threshold
+    if method == "pmi":
+        return (
+            "where the functions' descriptions make the request more likely (mean log-probability gain per "
+            f"request token, nats, >= {threshold})"
+        )
+    return (
+        "where the model answers yes to whether one of the functions can do what the request asks "
+        f"(P(yes) / (P(yes) + P(no)) >= {threshold})"
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -305,6 +319,8 @@ class RelevanceGate:
 
     def pmi(self, texts: Sequence[tuple[str, str, str]]) -> list[float]:
         """The ``pmi`` score for ``(functions header, neutral header, request)`` triples: two batched passes."""
+        import torch
+
         if not texts:
             return []
         encode = self.tokenizer.encode
@@ -320,7 +336,8 @@ class RelevanceGate:
             for row, request in enumerate(requests):
                 # position keep-1-len(request)+i predicts the request's token i (the last position predicts beyond)
                 first = keep - 1 - len(request)
-                row_totals.append(sum(float(logp[row, first + i, t]) for i, t in enumerate(request)))
+                picked = logp[row, first : first + len(request)].gather(1, torch.tensor(request).unsqueeze(1))
+                row_totals.append(float(picked.sum()))
             totals.append(row_totals)
         return [(a - b) / len(r) for a, b, r in zip(totals[0], totals[1], requests, strict=True)]
 

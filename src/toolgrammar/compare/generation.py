@@ -91,10 +91,8 @@ class HFGenerator:
     def prepare(self) -> None:
         """Build the processor now (compiling the grammar), so bad options fail before any generation."""
         _ = self.processor
-        if self.config.steer_gate != "none" and self._gate is None:
-            from ..relevance import RelevanceGate
-
-            self._gate = RelevanceGate(self.model, self.tokenizer, method=self.config.steer_gate)  # fails here
+        if self.config.steer_gate != "none":
+            _ = self.gate  # a model the gate cannot use fails here, before any generation
 
     @property
     def processor(self) -> Any:
@@ -112,14 +110,18 @@ class HFGenerator:
             )
         return self._processor
 
-    def relevance(self, conversations: Sequence[list[dict[str, Any]]], tools: list[dict[str, Any]]) -> list[Any]:
-        """The relevance gate's verdict on each conversation (``config.steer_gate`` names the method)."""
+    @property
+    def gate(self) -> Any:
+        """The relevance gate ``config.steer_gate`` names, built on first use."""
         if self._gate is None:
             from ..relevance import RelevanceGate
 
-            method = self.config.steer_gate if self.config.steer_gate != "none" else "pmi"
-            self._gate = RelevanceGate(self.model, self.tokenizer, method=method)
-        return self._gate([(messages, tools) for messages in conversations])
+            self._gate = RelevanceGate(self.model, self.tokenizer, method=self.config.steer_gate)
+        return self._gate
+
+    def relevance(self, conversations: Sequence[list[dict[str, Any]]], tools: list[dict[str, Any]]) -> list[Any]:
+        """The relevance gate's verdict on each conversation (``config.steer_gate`` names the method)."""
+        return self.gate([(messages, tools) for messages in conversations])
 
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
         return self.tokenizer.apply_chat_template(

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..other_shapes import OTHER_SHAPE_KIND
+from ..relevance import describe_gate
 from ..turn import ERROR_KINDS
 from .config import _CONFIG_VERSION, MODES, has_matplotlib
 
@@ -348,10 +349,8 @@ def _policy_sentence(cfg: Mapping[str, Any]) -> str:
         text = "`auto`: free text stays free; a block, when opened, is valid and closes in time"
         if cfg.get("steer_to_blocks"):
             text += "; steered: at call points the other call shapes' openers are moved onto the block opener"
-            if cfg.get("steer_gate") == "pmi":
-                text += ", in the runs whose request the tools' descriptions make more likely (relevance gate, PMI)"
-            elif cfg.get("steer_gate") == "question":
-                text += ", in the runs where the model answers yes to whether a tool fits the request (relevance gate)"
+            if cfg.get("steer_gate", "none") != "none":
+                text += f", only {describe_gate(cfg['steer_gate'])} (relevance gate)"
         return text
     if choice == "none":
         return "`none`: no block"
