@@ -24,6 +24,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from . import native as native_core
 from .errors import GrammarError
 
 N_SYMBOLS = 258
@@ -1103,6 +1104,11 @@ def _reach(seen: np.ndarray, heads: np.ndarray, tails: np.ndarray, n: int) -> np
 
     Breadth-first, a whole frontier per numpy step: a Python loop per state was most of a large
     automaton's pruning."""
+    core = native_core.module()
+    if core is not None:
+        flags = seen.view(np.uint8)
+        core.reach(flags, np.ascontiguousarray(heads, dtype=np.int64), np.ascontiguousarray(tails, dtype=np.int64))
+        return seen
     starts = np.searchsorted(heads, np.arange(n + 1))
     frontier = np.flatnonzero(seen)
     while len(frontier):
@@ -1176,6 +1182,10 @@ def _minimize(
     _, cls = np.unique(accepting.astype(np.int64) * 2 + safe, return_inverse=True)
     cls = cls.reshape(-1).astype(np.int64)
     n_cls = int(cls.max()) + 1
+    core = native_core.module()
+    if core is not None:
+        n_cls = core.minimize(np.ascontiguousarray(small, dtype=np.int32), small.shape[1], cls)
+        return _merge_classes(table, start, accepting, safe, cls, n_cls)
     sig = np.empty((n, small.shape[1] + 1), dtype=np.int64)
     ext = np.full(n + 1, -1, dtype=np.int64)  # successor classes; index -1 (DEAD) reads the trailing -1
     while True:
@@ -1193,6 +1203,14 @@ def _minimize(
         if new_n == n_cls:
             break
         cls, n_cls = new_cls, new_n
+    return _merge_classes(table, start, accepting, safe, cls, n_cls)
+
+
+def _merge_classes(
+    table: np.ndarray, start: int, accepting: np.ndarray, safe: np.ndarray, cls: np.ndarray, n_cls: int
+) -> tuple[np.ndarray, int, np.ndarray, np.ndarray]:
+    """One state per class of ``cls`` (``n_cls`` classes), the classes numbered by first appearance."""
+    n = table.shape[0]
     if n_cls == n:
         return table, start, accepting.copy(), safe.copy()
     # One representative per class; classes numbered by first appearance keep the start state small.

@@ -40,11 +40,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import cache as disk_cache
+from . import native as native_core
 from .automaton import DEAD, EOS, N_SYMBOLS, SPECIAL, literal_bytes
 from .errors import TokenizerError
 from .grammar import tool_literals
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from .grammar import TurnGrammar
     from .vocab import Vocabulary
 
@@ -69,7 +72,7 @@ INF = np.iinfo(np.int32).max // 2
 class TokenTable:
     """Every token's symbols, laid out for vectorized walks through a byte automaton."""
 
-    def __init__(self, vocab: Vocabulary):
+    def __init__(self, vocab: Vocabulary, *, native: bool | None = None):
         self.vocab = vocab
         n = vocab.n_tokens
         self.n_tokens = n
@@ -162,6 +165,13 @@ class TokenTable:
         self.eos_ids = np.array(sorted(vocab.eos_ids), dtype=np.int64)
         self.single_symbol_tokens = self._single_symbol_tokens()
         self._build_trie()
+        core = native_core.module() if native is None else (native_core.module() if native else None)
+        if native and core is None:
+            raise TokenizerError(f"the C core was asked for, but {native_core.describe()}")
+        self.native = core
+        """The C core (:mod:`toolgrammar.native`) when it walks this table's tokens; ``None``: numpy walks."""
+        if core is not None:
+            self._build_preorder(core)
 
     def _build_trie(self) -> None:
         """The tokens as a trie of symbols, by depth (~0.1 s for Qwen3, 333k nodes for 976k symbols).
@@ -187,6 +197,180 @@ class TokenTable:
             leaf[active[ends]] = levels[-1] + inv[ends]
             levels.append(levels[-1] + len(uniq))
         self.trie_parents, self.trie_symbols, self.trie_levels, self.trie_leaf = parents, symbols, levels, leaf
+
+    def _build_preorder(self, core: ModuleType) -> None:
+        """The trie again, in preorder for the C core's depth-first walk (``pre_end[i]``: where node ``i``'s
+        subtree ends; ``pre_tokens[pre_start[i]:pre_start[i + 1]]``: the tokens that end at node ``i``)."""
+        n, total = self.n_tokens, int(self.lengths.sum())
+        order = np.empty(n, dtype=np.int64)
+        sym = np.empty(total, dtype=np.int16)
+        depth = np.empty(total, dtype=np.int32)
+        end = np.empty(total, dtype=np.int32)
+        leaf = np.empty(n, dtype=np.int32)
+        whole = np.empty(total, dtype=np.uint8)
+        nodes = core.trie_build(self.flat, self.offsets, self.lengths, order, sym, depth, end, leaf, whole)
+        self.pre_whole = whole[:nodes].copy()
+        self.pre_sym = sym[:nodes].copy()
+        self.pre_depth = depth[:nodes].copy()
+        self.pre_end = end[:nodes].copy()
+        self.pre_tokens = order
+        self.pre_start = np.searchsorted(leaf[order], np.arange(nodes + 1)).astype(np.int32)
+        self.trie_leaf_pre = leaf
+        self.pre_max_depth = int(self.pre_depth.max())
+        self.pre_sub_low0 = np.empty(nodes, dtype=np.uint64)
+        self.pre_sub_low1 = np.empty(nodes, dtype=np.uint64)
+        self.pre_sub_high = np.empty(nodes, dtype=np.uint8)
+        core.trie_symbols(self.pre_sym, self.pre_end, self.pre_sub_low0, self.pre_sub_low1, self.pre_sub_high)
+        self._build_text_index(core)
+
+    def sub_trie(self, tokens: np.ndarray) -> SubTrie:
+        """The trie of ``tokens`` alone (ids), laid out for the core (the budget bound walks a few thousand
+        tokens from every state: a shared prefix is walked once, a rejected one skipped)."""
+        core = self.native
+        if core is None:
+            raise RuntimeError("sub_trie needs the C core (TokenTable.native is None)")
+        n = len(tokens)
+        offsets = np.ascontiguousarray(self.offsets[tokens])
+        lengths = np.ascontiguousarray(self.lengths[tokens])
+        total = int(lengths.sum())
+        order = np.empty(n, dtype=np.int64)
+        sym = np.empty(total, dtype=np.int16)
+        depth = np.empty(total, dtype=np.int32)
+        end = np.empty(total, dtype=np.int32)
+        leaf = np.empty(n, dtype=np.int32)
+        whole = np.empty(total, dtype=np.uint8)
+        nodes = core.trie_build(self.flat, offsets, lengths, order, sym, depth, end, leaf, whole)
+        start = np.searchsorted(leaf[order], np.arange(nodes + 1)).astype(np.int32)
+        return SubTrie(sym[:nodes], depth[:nodes], end[:nodes], start, tokens[order], int(depth[:nodes].max(initial=0)))
+
+    def _build_text_index(self, core: ModuleType) -> None:
+        """What :meth:`text_pieces` and :meth:`greedy_tokens` read: the trie's first two levels as tables, and per
+        node the id ``Vocabulary._id_of_bytes`` gives its bytes (-1: none, or a special token, which literals
+        never use), so the core returns exactly the ids the dictionary lookups would."""
+        vocab, depth, sym = self.vocab, self.pre_depth, self.pre_sym
+        nodes = len(sym)
+        top = np.flatnonzero(depth == 0)
+        self.text_root = np.full(256, -1, dtype=np.int32)
+        text_top = top[sym[top] < 256]
+        self.text_root[sym[text_top]] = text_top
+        second = np.flatnonzero(depth == 1)
+        parent = top[np.searchsorted(top, second, side="right") - 1]
+        keep = (sym[parent] < 256) & (sym[second] < 256)
+        self.text_level2 = np.full(65536, -1, dtype=np.int32)
+        self.text_level2[sym[parent[keep]].astype(np.int64) * 256 + sym[second[keep]]] = second[keep]
+        # Lowest id among ordinary tokens; then the tokens drawn as control symbols, whose bytes may also be
+        # an ordinary token's (placed by their bytes); then added tokens win, in id order (as _id_of_bytes).
+        best = np.full(nodes, np.iinfo(np.int64).max, dtype=np.int64)
+        text = np.flatnonzero(~self.is_control)
+        np.minimum.at(best, self.trie_leaf_pre[text], text)
+        node_token = np.where(best == np.iinfo(np.int64).max, -1, best).astype(np.int32)
+        self.text_index_exact = True
+        self.node_token = node_token
+        special = vocab.special_ids
+        for i in self.control_ids.tolist():
+            node = self._text_node(core, vocab.token_bytes[i])
+            if node >= 0 and (node_token[node] < 0 or i < node_token[node]):
+                node_token[node] = i
+            elif (
+                node < 0
+                and vocab.token_bytes[i]
+                and i not in special
+                and vocab._id_of_bytes.get(vocab.token_bytes[i]) == i
+            ):
+                self.text_index_exact = False  # an id literals may use that no byte path reaches
+        for i in sorted(vocab.added_ids):
+            node = int(self.trie_leaf_pre[i]) if not self.is_control[i] else self._text_node(core, vocab.token_bytes[i])
+            if node >= 0:
+                node_token[node] = i
+        node_token[np.isin(node_token, np.fromiter(special, dtype=np.int64, count=len(special)))] = -1
+
+    def _text_node(self, core: ModuleType, data: bytes) -> int:
+        if not data:
+            return -1
+        return int(
+            core.text_tokens(
+                np.frombuffer(data, dtype=np.uint8),
+                2,
+                len(data),
+                self.text_root,
+                self.text_level2,
+                self.pre_sym,
+                self.pre_depth,
+                self.pre_end,
+                self.node_token,
+                np.empty(0, dtype=np.int64),
+            )
+        )
+
+    def text_pieces(self, data: bytes, max_len: int = 32) -> np.ndarray | None:
+        """Every token (ids, with repeats) that spells ``data[i:j]``, ``j - i <= max_len``, as
+        ``Vocabulary._id_of_bytes`` names it, special tokens left out; ``None`` without the core."""
+        core = self.native
+        if core is None or not self.text_index_exact:
+            return None
+        out = np.empty(max(1, len(data) * max_len), dtype=np.int64)
+        k = core.text_tokens(
+            np.frombuffer(data, dtype=np.uint8),
+            0,
+            max_len,
+            self.text_root,
+            self.text_level2,
+            self.pre_sym,
+            self.pre_depth,
+            self.pre_end,
+            self.node_token,
+            out,
+        )
+        return out[:k]
+
+    def greedy_pieces(self, data: bytes, max_len: int = 32) -> list[int] | int | None:
+        """``data`` cut into the longest tokens first (as :meth:`text_pieces` names them): the ids, or the
+        position of a byte no token starts with; ``None`` without the core."""
+        core = self.native
+        if core is None or not self.text_index_exact:
+            return None
+        out = np.empty(max(1, len(data)), dtype=np.int64)
+        k = core.text_tokens(
+            np.frombuffer(data, dtype=np.uint8),
+            1,
+            max_len,
+            self.text_root,
+            self.text_level2,
+            self.pre_sym,
+            self.pre_depth,
+            self.pre_end,
+            self.node_token,
+            out,
+        )
+        return -1 - k if k < 0 else out[:k].tolist()
+
+    def walk_native(self, transitions: np.ndarray, state: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every token accepted from ``state``, by the C core: ``(dense, ids, ends)``, where ``dense[t]`` is
+        token ``t``'s end state (DEAD where rejected) and ``ids``/``ends`` list the accepted tokens alone
+        (in trie order, not sorted)."""
+        core = self.native
+        if core is None:
+            raise RuntimeError("walk_native needs the C core (TokenTable.native is None)")
+        n = self.n_tokens
+        dense = np.full(n, DEAD, dtype=np.int32)
+        ids = np.empty(n, dtype=np.int64)
+        ends = np.empty(n, dtype=np.int32)
+        t = np.ascontiguousarray(transitions, dtype=np.int32)
+        k = core.trie_walk(
+            t,
+            t.shape[1],
+            state,
+            self.pre_max_depth,
+            self.pre_sym,
+            self.pre_depth,
+            self.pre_end,
+            self.pre_start,
+            self.pre_tokens,
+            dense,
+            ids,
+            ends,
+        )
+        return dense, ids[:k], ends[:k]
 
     def walk_trie(self, transitions: np.ndarray, state: int) -> np.ndarray:
         """:meth:`walk`'s result by walking the trie: a prefix shared by many tokens is walked once, and
@@ -232,6 +416,8 @@ class TokenTable:
         enter a looping state on their first symbol and loop there after it end there. Only the
         rest are walked (:meth:`walk_ids`).
         """
+        if self.native is not None:
+            return self.walk_native(transitions, state)[0]
         out = np.full(self.n_tokens, DEAD, dtype=np.int32)
         candidates = self.candidates(transitions, state)
         if loops is not None and loops.any[state]:
@@ -328,6 +514,19 @@ class TokenTable:
         return result
 
 
+@dataclass(frozen=True)
+class SubTrie:
+    """A trie of some tokens in preorder (:meth:`TokenTable.sub_trie`): node ``i`` spells ``sym[i]`` at
+    ``depth[i]``, its subtree ends at ``end[i]``, and ``tokens[start[i]:start[i + 1]]`` end at it."""
+
+    sym: np.ndarray
+    depth: np.ndarray
+    end: np.ndarray
+    start: np.ndarray
+    tokens: np.ndarray
+    max_depth: int
+
+
 class Loops:
     """What each state of an automaton loops on, for :meth:`TokenTable.walk`'s shortcuts."""
 
@@ -347,6 +546,8 @@ class Loops:
         self.any = loop.any(axis=1)
         self._transitions = transitions
         self._utf8: dict[int, bool] = {}
+        self.utf8_memo = np.full(n, -1, dtype=np.int8)
+        """The C core's memo of :meth:`utf8_returns` per state (-1: not known yet)."""
 
     def utf8_returns(self, state: int) -> bool:
         got = self._utf8.get(state)
@@ -498,6 +699,9 @@ class TokenGrammar:
 
     def _literal_tokens(self, texts: list[str | bytes]) -> set[int]:
         """Every token that spells a piece (up to 32 bytes) of one of ``texts``."""
+        if self.table.native is not None and self.table.text_index_exact:
+            data = [t.encode("utf-8") if isinstance(t, str) else t for t in texts]
+            return set(np.concatenate([self.table.text_pieces(d) for d in data] or [np.empty(0, np.int64)]).tolist())
         id_of = self.table.id_of_bytes
         special = self.vocab.special_ids
         out: set[int] = set()
@@ -512,6 +716,11 @@ class TokenGrammar:
 
     def _greedy_tokens(self, data: bytes) -> list[int]:
         """``data`` cut into the longest tokens first (every byte is a token in byte-level vocabularies)."""
+        got = self.table.greedy_pieces(data)
+        if isinstance(got, int):
+            raise TokenizerError(f"byte {data[got]:#x} is not a token of {self.vocab.name!r}")
+        if got is not None:
+            return got
         id_of = self.table.id_of_bytes
         special = self.vocab.special_ids
         out: list[int] = []
@@ -577,6 +786,23 @@ class TokenGrammar:
         """(source, target) of every token of ``tokens`` from every state of ``states`` that accepts it
         (an end of turn ends no edge; walks into the trap, through a stub not built yet, are dropped)."""
         t = self.transitions
+        core = self.table.native
+        if core is not None:
+            sub = self.table.sub_trie(np.array(sorted(tokens), dtype=np.int64))
+            pairs = core.trie_edges(
+                np.ascontiguousarray(t, dtype=np.int32),
+                N_SYMBOLS,
+                np.ascontiguousarray(states, dtype=np.int32),
+                sub.max_depth,
+                sub.sym,
+                sub.depth,
+                sub.end,
+                sub.start,
+                self.auto.trap,
+                EOS,
+            )
+            edges = np.frombuffer(pairs, dtype=np.int64).reshape(-1, 2)
+            return edges[:, 0].copy(), edges[:, 1].copy()
         src_list, dst_list = [], []
         for tok in sorted(tokens):
             cur = states.copy()
@@ -693,6 +919,8 @@ class TokenGrammar:
 
     def _compute_built(self, state: int) -> StateMask:
         table = self.table
+        if table.native is not None:
+            return self._compute_native(state)
         if self.n_symbols[state] > TRIE_MIN_SYMBOLS:
             # A text state: walk the trie, then the budget bookkeeping on the allowed tokens only.
             self.n_walks += 1
@@ -726,6 +954,49 @@ class TokenGrammar:
         # Tokens leading to states that can never close are treated as banned (none exist after pruning).
         ok &= need < INF
         return _make_mask(ok, max_need)
+
+    def _compute_native(self, state: int) -> StateMask:
+        """:meth:`_compute_built` by the C core: one depth-first walk of the trie makes the mask on the way
+        (a literal state stays sparse, a text state is one vocabulary-wide array)."""
+        self.n_walks += 1
+        table = self.table
+        n = table.n_tokens
+        ok = np.zeros(n, dtype=np.uint8)
+        ids = np.empty(n, dtype=np.int64)
+        trapped = np.empty(n, dtype=np.int64)
+        t = np.ascontiguousarray(self.transitions, dtype=np.int32)
+        k, max_need, n_trapped = table.native.trie_mask(
+            t,
+            t.shape[1],
+            state,
+            table.pre_max_depth,
+            table.pre_sym,
+            table.pre_depth,
+            table.pre_end,
+            table.pre_start,
+            table.pre_tokens,
+            np.ascontiguousarray(self.dist, dtype=np.int32),
+            INF,
+            self.auto.trap,
+            self.loops.low0,
+            self.loops.low1,
+            table.pre_sub_low0,
+            table.pre_sub_low1,
+            table.pre_sub_high,
+            table.pre_whole,
+            self.loops.utf8_memo,
+            ok,
+            ids,
+            trapped,
+        )
+        if n_trapped:
+            stubs = self._stubs_hit(state, trapped[:n_trapped]) if self.auto.stubs else set()
+            if stubs:
+                raise _Unbuilt(stubs)
+        if k * 4 <= n:
+            allowed = np.sort(ids[:k])
+            return StateMask(False, None, allowed, k, max_need)
+        return _make_mask(ok.view(bool), max_need)
 
     def _budget_mask(self, state: int, budget: int) -> StateMask:
         key = (state, budget)

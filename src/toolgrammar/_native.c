@@ -1,0 +1,942 @@
+/* toolgrammar._native: the vocabulary walks of toolgrammar.engine, in C.
+ *
+ * A state's mask is the set of tokens whose bytes the byte automaton accepts from that state. The
+ * numpy walks (engine.TokenTable.walk_trie / walk_ids) touch every token or every trie node once per
+ * state; here the token trie is laid out in preorder and walked depth-first, and a subtree whose
+ * prefix the automaton rejects is skipped whole (the way xgrammar and llguidance walk theirs). Inside
+ * a tool call most states accept a handful of bytes, so a first visit costs microseconds instead of a
+ * pass over 151k tokens.
+ *
+ * No numpy headers: arrays come in through the buffer protocol (C-contiguous, the dtypes checked
+ * below), and the caller allocates every output, so nothing here owns memory across calls.
+ * Module functions never keep references; all run with the GIL held (they are short).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    Py_buffer view;
+    int held;
+} Buf;
+
+static int get_buf(PyObject *obj, Buf *b, const char *name, Py_ssize_t itemsize, int writable) {
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    b->held = 0;
+    if (PyObject_GetBuffer(obj, &b->view, flags) != 0) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a C-contiguous%s array", name, writable ? " writable" : "");
+        return -1;
+    }
+    b->held = 1;
+    if (b->view.itemsize != itemsize) {
+        PyErr_Format(PyExc_TypeError, "%s: expected %zd-byte items, got %zd", name, itemsize, b->view.itemsize);
+        return -1;
+    }
+    return 0;
+}
+
+static void release(Buf *b) {
+    if (b->held) {
+        PyBuffer_Release(&b->view);
+        b->held = 0;
+    }
+}
+
+#define N(b, T) ((Py_ssize_t)((b).view.len / (Py_ssize_t)sizeof(T)))
+
+/* ------------------------------------------------------------------------------------------------
+ * trie_build(flat int16, offsets int64, lengths int32, order int64 (out, n_tokens),
+ *            sym int16 (out), depth int32 (out), end int32 (out), leaf int32 (out, n_tokens),
+ *            whole uint8 (out)) -> n_nodes
+ *
+ * Sorts the tokens by their symbols (order), then lays the trie out in preorder: node i has symbol
+ * sym[i] at depth depth[i] (0: a child of the root), and its subtree is i .. end[i]-1. leaf[t] is the
+ * node that ends token t. whole[i] = 1 when every token of i's subtree is, from node i on, whole
+ * well-formed UTF-8 characters (RFC 3629; ASCII included, no control symbol). sym/depth/end/whole need
+ * room for sum(lengths) nodes (the most there can be).
+ * ---------------------------------------------------------------------------------------------- */
+
+/* The length of the well-formed UTF-8 character at s[0] (RFC 3629, as automaton._UTF8_PATTERNS spells it),
+ * or 0: a continuation byte, a bad lead, a short, overlong or surrogate sequence, a control symbol. */
+static int utf8_char(const int16_t *s, int32_t avail) {
+    int16_t b = s[0];
+    if (b < 0 || b > 0xFF) return 0;
+    if (b < 0x80) return 1;
+    int m;
+    int16_t lo = 0x80, hi = 0xBF; /* the second byte's range */
+    if (b >= 0xC2 && b <= 0xDF) m = 2;
+    else if (b == 0xE0) { m = 3; lo = 0xA0; }
+    else if (b >= 0xE1 && b <= 0xEC) m = 3;
+    else if (b == 0xED) { m = 3; hi = 0x9F; }
+    else if (b >= 0xEE && b <= 0xEF) m = 3;
+    else if (b == 0xF0) { m = 4; lo = 0x90; }
+    else if (b >= 0xF1 && b <= 0xF3) m = 4;
+    else if (b == 0xF4) { m = 4; hi = 0x8F; }
+    else return 0;
+    if (avail < m) return 0;
+    if (s[1] < lo || s[1] > hi) return 0;
+    for (int k = 2; k < m; k++)
+        if (s[k] < 0x80 || s[k] > 0xBF) return 0;
+    return m;
+}
+
+/* Whether every well-formed multi-byte character leads from q back to q (engine._utf8_returns). */
+static const int16_t UTF8_RANGES[8][4][2] = {
+    {{0xC2, 0xDF}, {0x80, 0xBF}, {0, -1}, {0, -1}},
+    {{0xE0, 0xE0}, {0xA0, 0xBF}, {0x80, 0xBF}, {0, -1}},
+    {{0xE1, 0xEC}, {0x80, 0xBF}, {0x80, 0xBF}, {0, -1}},
+    {{0xED, 0xED}, {0x80, 0x9F}, {0x80, 0xBF}, {0, -1}},
+    {{0xEE, 0xEF}, {0x80, 0xBF}, {0x80, 0xBF}, {0, -1}},
+    {{0xF0, 0xF0}, {0x90, 0xBF}, {0x80, 0xBF}, {0x80, 0xBF}},
+    {{0xF1, 0xF3}, {0x80, 0xBF}, {0x80, 0xBF}, {0x80, 0xBF}},
+    {{0xF4, 0xF4}, {0x80, 0x8F}, {0x80, 0xBF}, {0x80, 0xBF}},
+};
+
+static int utf8_returns(const int32_t *T, Py_ssize_t k, Py_ssize_t rows, int32_t q) {
+    int32_t cur[64], nxt[64];
+    for (int p = 0; p < 8; p++) {
+        int nc = 1;
+        cur[0] = q;
+        for (int pos = 0; pos < 4 && UTF8_RANGES[p][pos][1] >= 0; pos++) {
+            int nn = 0;
+            for (int c = 0; c < nc; c++) {
+                for (int b = UTF8_RANGES[p][pos][0]; b <= UTF8_RANGES[p][pos][1]; b++) {
+                    int32_t x = T[(Py_ssize_t)cur[c] * k + b];
+                    if (x < 0 || x >= rows) return 0;
+                    int seen = 0;
+                    for (int j = 0; j < nn; j++) if (nxt[j] == x) { seen = 1; break; }
+                    if (!seen) {
+                        if (nn == 64) return 0; /* more distinct states than a text state has: say no */
+                        nxt[nn++] = x;
+                    }
+                }
+            }
+            memcpy(cur, nxt, sizeof(int32_t) * (size_t)nn);
+            nc = nn;
+        }
+        if (nc != 1 || cur[0] != q) return 0;
+    }
+    return 1;
+}
+
+static const int16_t *g_flat;
+static const int64_t *g_offsets;
+static const int32_t *g_lengths;
+
+static int cmp_tokens(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    const int16_t *p = g_flat + g_offsets[x], *q = g_flat + g_offsets[y];
+    int32_t lx = g_lengths[x], ly = g_lengths[y];
+    int32_t m = lx < ly ? lx : ly;
+    for (int32_t k = 0; k < m; k++) {
+        if (p[k] != q[k]) return p[k] < q[k] ? -1 : 1;
+    }
+    if (lx != ly) return lx < ly ? -1 : 1;
+    return x < y ? -1 : (x > y ? 1 : 0); /* equal symbols: by id, so the order is total */
+}
+
+static PyObject *trie_build(PyObject *self, PyObject *args) {
+    PyObject *o_flat, *o_off, *o_len, *o_order, *o_sym, *o_depth, *o_end, *o_leaf, *o_whole;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOO", &o_flat, &o_off, &o_len, &o_order, &o_sym, &o_depth, &o_end, &o_leaf,
+                          &o_whole))
+        return NULL;
+    Buf flat = {0}, off = {0}, len = {0}, order = {0}, sym = {0}, depth = {0}, end = {0}, leaf = {0}, whole = {0};
+    PyObject *result = NULL;
+    int32_t *path = NULL;
+    uint8_t *valid = NULL;
+    if (get_buf(o_flat, &flat, "flat", 2, 0) || get_buf(o_off, &off, "offsets", 8, 0) ||
+        get_buf(o_len, &len, "lengths", 4, 0) || get_buf(o_order, &order, "order", 8, 1) ||
+        get_buf(o_sym, &sym, "sym", 2, 1) || get_buf(o_depth, &depth, "depth", 4, 1) ||
+        get_buf(o_end, &end, "end", 4, 1) || get_buf(o_leaf, &leaf, "leaf", 4, 1) ||
+        get_buf(o_whole, &whole, "whole", 1, 1))
+        goto done;
+    Py_ssize_t n = N(len, int32_t);
+    const int16_t *F = flat.view.buf;
+    const int64_t *O = off.view.buf;
+    const int32_t *L = len.view.buf;
+    if (N(off, int64_t) != n || N(order, int64_t) != n || N(leaf, int32_t) != n) {
+        PyErr_SetString(PyExc_ValueError, "offsets, order and leaf must have one entry per token");
+        goto done;
+    }
+    Py_ssize_t total = 0;
+    int32_t maxlen = 0;
+    for (Py_ssize_t t = 0; t < n; t++) {
+        if (L[t] <= 0 || O[t] < 0 || O[t] + L[t] > N(flat, int16_t)) {
+            PyErr_Format(PyExc_ValueError, "token %zd: length %d at offset %lld lies outside the symbols", t, L[t],
+                         (long long)O[t]);
+            goto done;
+        }
+        total += L[t];
+        if (L[t] > maxlen) maxlen = L[t];
+    }
+    if (N(sym, int16_t) < total || N(depth, int32_t) < total || N(end, int32_t) < total ||
+        N(whole, uint8_t) < total) {
+        PyErr_SetString(PyExc_ValueError, "sym, depth, end and whole need room for sum(lengths) nodes");
+        goto done;
+    }
+    int64_t *ord = order.view.buf;
+    int16_t *S = sym.view.buf;
+    int32_t *D = depth.view.buf, *E = end.view.buf, *LF = leaf.view.buf;
+    for (Py_ssize_t t = 0; t < n; t++) ord[t] = t;
+    g_flat = F;
+    g_offsets = O;
+    g_lengths = L;
+    qsort(ord, (size_t)n, sizeof(int64_t), cmp_tokens);
+    path = malloc(sizeof(int32_t) * (size_t)(maxlen + 1));
+    valid = malloc((size_t)(maxlen + 1));
+    uint8_t *W = whole.view.buf;
+    if (!path || !valid) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t nodes = 0;
+    int32_t path_len = 0; /* nodes on the path of the previous token */
+    int64_t prev = -1;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        int64_t t = ord[k];
+        const int16_t *s = F + O[t];
+        int32_t l = L[t], lcp = 0;
+        if (prev >= 0) {
+            const int16_t *p = F + O[prev];
+            int32_t m = l < L[prev] ? l : L[prev];
+            while (lcp < m && p[lcp] == s[lcp]) lcp++;
+        }
+        if (lcp > path_len) lcp = path_len;
+        for (int32_t d = lcp; d < l; d++) {
+            S[nodes] = s[d];
+            D[nodes] = d;
+            W[nodes] = 1;
+            path[d] = (int32_t)nodes;
+            nodes++;
+        }
+        path_len = l;
+        valid[l] = 1;
+        for (int32_t d = l - 1; d >= 0; d--) {
+            int m = utf8_char(s + d, l - d);
+            valid[d] = m > 0 && valid[d + m];
+        }
+        for (int32_t d = 0; d < l; d++) W[path[d]] &= valid[d];
+        LF[t] = path[l - 1];
+        prev = t;
+    }
+    /* end[i]: the first later node no deeper than i (a stack of open subtrees, by depth). */
+    int32_t *stack = path; /* reused: at most maxlen nodes are open at once */
+    int32_t top = 0;
+    for (Py_ssize_t i = 0; i < nodes; i++) {
+        while (top > 0 && D[stack[top - 1]] >= D[i]) E[stack[--top]] = (int32_t)i;
+        stack[top++] = (int32_t)i;
+    }
+    while (top > 0) E[stack[--top]] = (int32_t)nodes;
+    result = PyLong_FromSsize_t(nodes);
+done:
+    free(path);
+    free(valid);
+    release(&whole);
+    release(&flat); release(&off); release(&len); release(&order);
+    release(&sym); release(&depth); release(&end); release(&leaf);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * trie_symbols(sym, end, sub_low0 uint64 (out), sub_low1 uint64 (out), sub_high uint8 (out))
+ *
+ * Per node, the symbols of its subtree (itself included): ASCII ones as two 64-bit sets, and whether
+ * any other symbol (a byte >= 128, a control token) is among them.
+ * ---------------------------------------------------------------------------------------------- */
+
+static PyObject *trie_symbols(PyObject *self, PyObject *args) {
+    PyObject *o_sym, *o_end, *o_s0, *o_s1, *o_sh;
+    if (!PyArg_ParseTuple(args, "OOOOO", &o_sym, &o_end, &o_s0, &o_s1, &o_sh)) return NULL;
+    Buf sym = {0}, end = {0}, s0 = {0}, s1 = {0}, sh = {0};
+    PyObject *result = NULL;
+    if (get_buf(o_sym, &sym, "sym", 2, 0) || get_buf(o_end, &end, "end", 4, 0) ||
+        get_buf(o_s0, &s0, "sub_low0", 8, 1) || get_buf(o_s1, &s1, "sub_low1", 8, 1) ||
+        get_buf(o_sh, &sh, "sub_high", 1, 1))
+        goto done;
+    Py_ssize_t nodes = N(sym, int16_t);
+    if (N(end, int32_t) != nodes || N(s0, uint64_t) != nodes || N(s1, uint64_t) != nodes ||
+        N(sh, uint8_t) != nodes) {
+        PyErr_SetString(PyExc_ValueError, "trie arrays and outputs disagree in size");
+        goto done;
+    }
+    const int16_t *S = sym.view.buf;
+    const int32_t *E = end.view.buf;
+    uint64_t *A = s0.view.buf, *B = s1.view.buf;
+    uint8_t *H = sh.view.buf;
+    for (Py_ssize_t i = nodes - 1; i >= 0; i--) {
+        int16_t x = S[i];
+        uint64_t a = x >= 0 && x < 64 ? (uint64_t)1 << x : 0;
+        uint64_t b = x >= 64 && x < 128 ? (uint64_t)1 << (x - 64) : 0;
+        uint8_t h = x < 0 || x >= 128;
+        if (E[i] <= i || E[i] > nodes) {
+            PyErr_Format(PyExc_ValueError, "trie node %zd: subtree end %d out of order", i, E[i]);
+            goto done;
+        }
+        for (Py_ssize_t c = i + 1; c < E[i]; c = E[c]) { /* the children, already summed up */
+            a |= A[c];
+            b |= B[c];
+            h |= H[c];
+        }
+        A[i] = a;
+        B[i] = b;
+        H[i] = h;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    release(&sym); release(&end); release(&s0); release(&s1); release(&sh);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * trie_walk(transitions int32 (rows, n_symbols), state, max_depth, sym, depth, end, tok_start int32 (nodes+1),
+ *           toks int64, dense int32 (out, n_tokens, prefilled with -1), ids int64 (out), states int32 (out))
+ *   -> how many tokens the automaton accepts from ``state``
+ *
+ * Depth-first over the preorder trie: a node whose symbol is rejected from its parent's state is
+ * skipped with its subtree. Each accepted token t (tokens at node i: toks[tok_start[i]:tok_start[i+1]])
+ * gets dense[t] = its end state, and is appended to ids/states in preorder.
+ * ---------------------------------------------------------------------------------------------- */
+
+static PyObject *trie_walk(PyObject *self, PyObject *args) {
+    PyObject *o_t, *o_sym, *o_depth, *o_end, *o_ts, *o_toks, *o_dense, *o_ids, *o_states;
+    Py_ssize_t n_symbols, state, maxdepth;
+    if (!PyArg_ParseTuple(args, "OnnnOOOOOOOO", &o_t, &n_symbols, &state, &maxdepth, &o_sym, &o_depth, &o_end, &o_ts, &o_toks,
+                          &o_dense, &o_ids, &o_states))
+        return NULL;
+    Buf t = {0}, sym = {0}, depth = {0}, end = {0}, ts = {0}, toks = {0}, dense = {0}, ids = {0}, states = {0};
+    PyObject *result = NULL;
+    int32_t *stack = NULL;
+    if (get_buf(o_t, &t, "transitions", 4, 0) || get_buf(o_sym, &sym, "sym", 2, 0) ||
+        get_buf(o_depth, &depth, "depth", 4, 0) || get_buf(o_end, &end, "end", 4, 0) ||
+        get_buf(o_ts, &ts, "tok_start", 4, 0) || get_buf(o_toks, &toks, "toks", 8, 0) ||
+        get_buf(o_dense, &dense, "dense", 4, 1) || get_buf(o_ids, &ids, "ids", 8, 1) ||
+        get_buf(o_states, &states, "states", 4, 1))
+        goto done;
+    Py_ssize_t rows = n_symbols > 0 ? N(t, int32_t) / n_symbols : 0;
+    Py_ssize_t nodes = N(sym, int16_t), n_tok = N(toks, int64_t);
+    if (n_symbols <= 0 || rows * n_symbols != N(t, int32_t)) {
+        PyErr_SetString(PyExc_ValueError, "transitions: not a (rows, n_symbols) table");
+        goto done;
+    }
+    if (state < 0 || state >= rows) {
+        PyErr_Format(PyExc_ValueError, "state %zd is not one of the %zd rows", state, rows);
+        goto done;
+    }
+    if (N(depth, int32_t) != nodes || N(end, int32_t) != nodes || N(ts, int32_t) != nodes + 1 ||
+        N(dense, int32_t) != n_tok || N(ids, int64_t) < n_tok || N(states, int32_t) < n_tok) {
+        PyErr_SetString(PyExc_ValueError, "trie arrays and outputs disagree in size");
+        goto done;
+    }
+    const int32_t *T = t.view.buf, *D = depth.view.buf, *E = end.view.buf, *TS = ts.view.buf;
+    const int16_t *S = sym.view.buf;
+    const int64_t *K = toks.view.buf;
+    int32_t *DN = dense.view.buf, *OS = states.view.buf;
+    int64_t *OI = ids.view.buf;
+    if (maxdepth < 0) {
+        PyErr_SetString(PyExc_ValueError, "max_depth must be >= 0");
+        goto done;
+    }
+    stack = malloc(sizeof(int32_t) * (size_t)(maxdepth + 2));
+    if (!stack) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    stack[0] = (int32_t)state;
+    Py_ssize_t k = 0, i = 0;
+    while (i < nodes) {
+        int32_t d = D[i];
+        int32_t sym_i = S[i];
+        if (sym_i < 0 || sym_i >= n_symbols || d < 0 || d > maxdepth) {
+            PyErr_Format(PyExc_ValueError, "trie node %zd: symbol %d or depth %d outside the table", i, sym_i, d);
+            goto done;
+        }
+        int32_t ns = T[(Py_ssize_t)stack[d] * n_symbols + sym_i];
+        if (ns < 0 || ns >= rows) {
+            i = E[i] > i ? E[i] : i + 1;
+            continue;
+        }
+        stack[d + 1] = ns;
+        for (int32_t j = TS[i]; j < TS[i + 1]; j++) {
+            int64_t tok = K[j];
+            DN[tok] = ns;
+            OI[k] = tok;
+            OS[k] = ns;
+            k++;
+        }
+        i++;
+    }
+    result = PyLong_FromSsize_t(k);
+done:
+    free(stack);
+    release(&t); release(&sym); release(&depth); release(&end); release(&ts);
+    release(&toks); release(&dense); release(&ids); release(&states);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * trie_mask(transitions, n_symbols, state, max_depth, sym, depth, end, tok_start, toks, dist int32, inf, trap,
+ *           loop_low0 uint64 (rows), loop_low1, sub_low0 uint64 (nodes), sub_low1, sub_high uint8, whole uint8,
+ *           utf8 int8 (rows, in/out: -1 not known yet), ok uint8 (out, n_tokens, zeroed), ids int64 (out), trapped int64 (out)) -> (allowed, max_need, n_trapped)
+ *
+ * trie_walk's walk with the mask made on the way: a token is allowed when its end state can still leave
+ * every block (dist[end] < inf); ok[t] = 1 and ids[:allowed] lists them (trie order); max_need is the
+ * largest dist[end] among them (0 if none). Tokens ending in ``trap`` (a tail not built yet) are neither
+ * allowed nor dropped silently: they are listed in trapped[:n_trapped] for the caller to build.
+ *
+ * Text states (free text, inside a string) accept nearly every token and most bytes loop on them, so a
+ * subtree whose symbols (sub_low0/sub_low1: ASCII bits; sub_high: anything else) all loop on the state
+ * reached at its root (loop_low0/loop_low1, per state) ends every one of its tokens in that state: its
+ * tokens (a contiguous run of toks) are taken at once, without walking it. Non-ASCII subtrees too, when
+ * their tokens are whole UTF-8 characters from the root on (whole) and every character leads from the
+ * state back to it (utf8: computed once per state, kept by the caller).
+ * ---------------------------------------------------------------------------------------------- */
+
+static PyObject *trie_mask(PyObject *self, PyObject *args) {
+    PyObject *o_t, *o_sym, *o_depth, *o_end, *o_ts, *o_toks, *o_dist, *o_ok, *o_ids, *o_trapped;
+    PyObject *o_l0, *o_l1, *o_s0, *o_s1, *o_sh, *o_wh, *o_u8;
+    Py_ssize_t n_symbols, state, maxdepth, inf, trap;
+    if (!PyArg_ParseTuple(args, "OnnnOOOOOOnnOOOOOOOOOO", &o_t, &n_symbols, &state, &maxdepth, &o_sym, &o_depth,
+                          &o_end, &o_ts, &o_toks, &o_dist, &inf, &trap, &o_l0, &o_l1, &o_s0, &o_s1, &o_sh, &o_wh,
+                          &o_u8, &o_ok, &o_ids, &o_trapped))
+        return NULL;
+    Buf t = {0}, sym = {0}, depth = {0}, end = {0}, ts = {0}, toks = {0}, dist = {0}, ok = {0}, ids = {0},
+        trapped = {0}, l0 = {0}, l1 = {0}, s0 = {0}, s1 = {0}, sh = {0}, wh = {0}, u8 = {0};
+    PyObject *result = NULL;
+    int32_t *stack = NULL;
+    if (get_buf(o_t, &t, "transitions", 4, 0) || get_buf(o_sym, &sym, "sym", 2, 0) ||
+        get_buf(o_depth, &depth, "depth", 4, 0) || get_buf(o_end, &end, "end", 4, 0) ||
+        get_buf(o_ts, &ts, "tok_start", 4, 0) || get_buf(o_toks, &toks, "toks", 8, 0) ||
+        get_buf(o_dist, &dist, "dist", 4, 0) || get_buf(o_ok, &ok, "ok", 1, 1) || get_buf(o_ids, &ids, "ids", 8, 1) ||
+        get_buf(o_trapped, &trapped, "trapped", 8, 1) || get_buf(o_l0, &l0, "loop_low0", 8, 0) ||
+        get_buf(o_l1, &l1, "loop_low1", 8, 0) || get_buf(o_s0, &s0, "sub_low0", 8, 0) ||
+        get_buf(o_s1, &s1, "sub_low1", 8, 0) || get_buf(o_sh, &sh, "sub_high", 1, 0) ||
+        get_buf(o_wh, &wh, "whole", 1, 0) || get_buf(o_u8, &u8, "utf8", 1, 1))
+        goto done;
+    Py_ssize_t rows = n_symbols > 0 ? N(t, int32_t) / n_symbols : 0;
+    Py_ssize_t nodes = N(sym, int16_t), n_tok = N(toks, int64_t);
+    if (n_symbols <= 0 || rows * n_symbols != N(t, int32_t)) {
+        PyErr_SetString(PyExc_ValueError, "transitions: not a (rows, n_symbols) table");
+        goto done;
+    }
+    if (state < 0 || state >= rows || maxdepth < 0) {
+        PyErr_Format(PyExc_ValueError, "state %zd is not one of the %zd rows (or max_depth < 0)", state, rows);
+        goto done;
+    }
+    if (N(depth, int32_t) != nodes || N(end, int32_t) != nodes || N(ts, int32_t) != nodes + 1 ||
+        N(ok, uint8_t) != n_tok || N(ids, int64_t) < n_tok || N(trapped, int64_t) < n_tok ||
+        N(dist, int32_t) < rows - 1 || N(l0, uint64_t) != rows || N(l1, uint64_t) != rows ||
+        N(s0, uint64_t) != nodes || N(s1, uint64_t) != nodes || N(sh, uint8_t) != nodes ||
+        N(wh, uint8_t) != nodes || N(u8, int8_t) != rows) {
+        PyErr_SetString(PyExc_ValueError, "trie arrays, loops, dist and outputs disagree in size");
+        goto done;
+    }
+    const uint64_t *L0 = l0.view.buf, *L1 = l1.view.buf, *S0 = s0.view.buf, *S1 = s1.view.buf;
+    const uint8_t *SH = sh.view.buf, *WH = wh.view.buf;
+    int8_t *U8 = u8.view.buf;
+    const int32_t *T = t.view.buf, *D = depth.view.buf, *E = end.view.buf, *TS = ts.view.buf, *DI = dist.view.buf;
+    const int16_t *S = sym.view.buf;
+    const int64_t *K = toks.view.buf;
+    uint8_t *OK = ok.view.buf;
+    int64_t *OI = ids.view.buf, *TR = trapped.view.buf;
+    Py_ssize_t n_dist = N(dist, int32_t);
+    stack = malloc(sizeof(int32_t) * (size_t)(maxdepth + 2));
+    if (!stack) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    stack[0] = (int32_t)state;
+    Py_ssize_t k = 0, n_trapped = 0, i = 0;
+    int32_t max_need = 0;
+    while (i < nodes) {
+        int32_t d = D[i];
+        int32_t sym_i = S[i];
+        if (sym_i < 0 || sym_i >= n_symbols || d < 0 || d > maxdepth) {
+            PyErr_Format(PyExc_ValueError, "trie node %zd: symbol %d or depth %d outside the table", i, sym_i, d);
+            goto done;
+        }
+        int32_t q = stack[d];
+        int32_t skip = E[i] > i ? E[i] : (int32_t)(i + 1);
+        int loops_all = q != trap && (S0[i] & ~L0[q]) == 0 && (S1[i] & ~L1[q]) == 0;
+        if (loops_all && SH[i]) {
+            if (!WH[i]) loops_all = 0;
+            else {
+                if (U8[q] < 0) U8[q] = (int8_t)utf8_returns(T, n_symbols, rows, q);
+                loops_all = U8[q];
+            }
+        }
+        if (loops_all) {
+            /* the whole subtree loops on q: every token in it ends there */
+            if (q < n_dist && DI[q] < inf) {
+                if (DI[q] > max_need) max_need = DI[q];
+                for (int32_t j = TS[i]; j < TS[skip]; j++) {
+                    OK[K[j]] = 1;
+                    OI[k++] = K[j];
+                }
+            }
+            i = skip;
+            continue;
+        }
+        int32_t ns = T[(Py_ssize_t)q * n_symbols + sym_i];
+        if (ns < 0 || ns >= rows) {
+            i = skip;
+            continue;
+        }
+        stack[d + 1] = ns;
+        int32_t a = TS[i], b = TS[i + 1];
+        if (a < b) {
+            if (ns == trap) {
+                for (int32_t j = a; j < b; j++) TR[n_trapped++] = K[j];
+            } else if (ns < n_dist && DI[ns] < inf) {
+                int32_t need = DI[ns];
+                if (need > max_need) max_need = need;
+                for (int32_t j = a; j < b; j++) {
+                    OK[K[j]] = 1;
+                    OI[k++] = K[j];
+                }
+            }
+        }
+        i++;
+    }
+    result = Py_BuildValue("nin", k, max_need, n_trapped);
+done:
+    free(stack);
+    release(&t); release(&sym); release(&depth); release(&end); release(&ts);
+    release(&toks); release(&dist); release(&ok); release(&ids); release(&trapped);
+    release(&l0); release(&l1); release(&s0); release(&s1); release(&sh); release(&wh); release(&u8);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * minimize(table int32 (n, k): successors, -1 dead; cls int64 (n, in/out): the starting classes) -> classes
+ *
+ * Hopcroft's partition refinement: the coarsest partition that refines the starting classes and in which
+ * states of one class go, column by column, to states of one class (dead is a class of its own: an
+ * explicit sink). O(k n log n), where Moore's rounds (automaton._minimize's numpy loop) cost a pass over
+ * the table per round and a chain of n states needs n rounds. The partition is unique, so both reach the
+ * same one; cls comes back numbered by first appearance (state 0's class is 0).
+ * ---------------------------------------------------------------------------------------------- */
+
+static PyObject *minimize(PyObject *self, PyObject *args) {
+    PyObject *o_t, *o_cls;
+    Py_ssize_t k;
+    if (!PyArg_ParseTuple(args, "OnO", &o_t, &k, &o_cls)) return NULL;
+    Buf t = {0}, c = {0};
+    PyObject *result = NULL;
+    int64_t *mem = NULL;
+    uint8_t *in_w = NULL;
+    if (get_buf(o_t, &t, "table", 4, 0) || get_buf(o_cls, &c, "cls", 8, 1)) goto done;
+    Py_ssize_t n = N(c, int64_t);
+    if (k <= 0 || N(t, int32_t) != n * k) {
+        PyErr_SetString(PyExc_ValueError, "table: not an (n, k) array for n classes");
+        goto done;
+    }
+    const int32_t *T = t.view.buf;
+    int64_t *cls = c.view.buf;
+    for (Py_ssize_t s = 0; s < n * k; s++) {
+        if (T[s] < -1 || T[s] >= n) {
+            PyErr_Format(PyExc_ValueError, "table entry %zd: state %d outside 0..%zd", s, T[s], n - 1);
+            goto done;
+        }
+    }
+    int64_t m = 0;
+    for (Py_ssize_t s = 0; s < n; s++) {
+        if (cls[s] < 0 || cls[s] >= n) {
+            PyErr_Format(PyExc_ValueError, "cls[%zd] = %lld: starting classes must be numbered 0..n-1", s,
+                         (long long)cls[s]);
+            goto done;
+        }
+        if (cls[s] + 1 > m) m = cls[s] + 1;
+    }
+    int64_t NS = n + 1; /* states and the dead sink (state n) */
+    /* One allocation: inverse edges by column (start: k*(NS+1), list: k*NS), the partition (elems, loc,
+     * blk: NS each; first, end, mid: NS each), the touched blocks and predecessors (NS each), the
+     * worklist (2 * (k*NS + k*(m+1)) entries: every (block, column) enters at most once per split). */
+    int64_t wcap = k * NS + k * (m + 1);
+    size_t total = (size_t)(k * (NS + 1) + k * NS + 3 * NS + 3 * NS + 2 * NS + 2 * wcap + NS);
+    mem = malloc(sizeof(int64_t) * total);
+    in_w = calloc((size_t)(NS * k), 1);
+    if (!mem || !in_w) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t *inv_start = mem, *inv = inv_start + k * (NS + 1);
+    int64_t *elems = inv + k * NS, *loc = elems + NS, *blk = loc + NS;
+    int64_t *first = blk + NS, *end = first + NS, *mid = end + NS;
+    int64_t *touched = mid + NS, *preds = touched + NS;
+    int64_t *work = preds + NS, *remap = work + 2 * wcap;
+#define SUCC(s, j) ((s) == n ? n : (T[(s) * k + (j)] < 0 ? n : T[(s) * k + (j)]))
+    for (Py_ssize_t i = 0; i < k * (NS + 1); i++) inv_start[i] = 0;
+    for (int64_t s = 0; s < NS; s++)
+        for (Py_ssize_t j = 0; j < k; j++) inv_start[j * (NS + 1) + SUCC(s, j) + 1]++;
+    for (Py_ssize_t j = 0; j < k; j++) {
+        int64_t *st = inv_start + j * (NS + 1);
+        for (int64_t x = 0; x < NS; x++) st[x + 1] += st[x];
+    }
+    {
+        int64_t *fill = touched; /* scratch: a write position per target, column by column */
+        for (Py_ssize_t j = 0; j < k; j++) {
+            int64_t *st = inv_start + j * (NS + 1);
+            for (int64_t x = 0; x < NS; x++) fill[x] = st[x];
+            for (int64_t s = 0; s < NS; s++) inv[j * NS + fill[SUCC(s, j)]++] = s;
+        }
+    }
+    /* The starting partition: blocks 0..m-1 by class, block m the sink; counting sort into elems. */
+    int64_t n_blocks = m + 1;
+    for (int64_t b = 0; b <= m; b++) first[b] = 0;
+    for (int64_t s = 0; s < NS; s++) blk[s] = s == n ? m : cls[s];
+    for (int64_t s = 0; s < NS; s++) first[blk[s]]++;
+    {
+        int64_t acc = 0;
+        for (int64_t b = 0; b < n_blocks; b++) {
+            int64_t size = first[b];
+            first[b] = acc;
+            end[b] = acc;
+            acc += size;
+        }
+    }
+    for (int64_t s = 0; s < NS; s++) {
+        elems[end[blk[s]]] = s;
+        loc[s] = end[blk[s]]++;
+    }
+    Py_ssize_t top = 0;
+    for (int64_t b = 0; b < n_blocks; b++) {
+        mid[b] = first[b];
+        if (end[b] == first[b]) continue; /* an unused class number */
+        for (Py_ssize_t j = 0; j < k; j++) {
+            work[top++] = b * k + j;
+            in_w[b * k + j] = 1;
+        }
+    }
+    while (top > 0) {
+        int64_t item = work[--top];
+        int64_t a = item / k, j = item % k;
+        in_w[item] = 0;
+        /* Predecessors of block a on column j: each state has one successor per column, so no repeats. */
+        int64_t n_preds = 0;
+        const int64_t *st = inv_start + j * (NS + 1), *lst = inv + j * NS;
+        for (int64_t i = first[a]; i < end[a]; i++) {
+            int64_t x = elems[i];
+            for (int64_t q = st[x]; q < st[x + 1]; q++) preds[n_preds++] = lst[q];
+        }
+        int64_t n_touched = 0;
+        for (int64_t q = 0; q < n_preds; q++) {
+            int64_t p = preds[q], b = blk[p], i = loc[p], mpos = mid[b];
+            if (i < mpos) continue;
+            int64_t other = elems[mpos];
+            elems[mpos] = p;
+            loc[p] = mpos;
+            elems[i] = other;
+            loc[other] = i;
+            if (mid[b]++ == first[b]) touched[n_touched++] = b;
+        }
+        for (int64_t q = 0; q < n_touched; q++) {
+            int64_t b = touched[q];
+            if (mid[b] == end[b]) { /* every state of b goes into a: no split */
+                mid[b] = first[b];
+                continue;
+            }
+            int64_t nb = n_blocks++;
+            first[nb] = first[b];
+            end[nb] = mid[b];
+            mid[nb] = first[nb];
+            first[b] = mid[b];
+            mid[b] = first[b];
+            for (int64_t i = first[nb]; i < end[nb]; i++) blk[elems[i]] = nb;
+            int64_t small = (end[nb] - first[nb]) <= (end[b] - first[b]) ? nb : b;
+            for (Py_ssize_t jj = 0; jj < k; jj++) {
+                int64_t add = in_w[b * k + jj] ? nb : small;
+                if (top >= 2 * wcap) {
+                    PyErr_SetString(PyExc_RuntimeError, "internal: minimize's worklist overflowed");
+                    goto done;
+                }
+                work[top++] = add * k + jj;
+                in_w[add * k + jj] = 1;
+            }
+        }
+    }
+#undef SUCC
+    for (int64_t b = 0; b < n_blocks; b++) remap[b] = -1;
+    int64_t n_cls = 0;
+    for (int64_t s = 0; s < n; s++) {
+        if (remap[blk[s]] < 0) remap[blk[s]] = n_cls++;
+        cls[s] = remap[blk[s]];
+    }
+    result = PyLong_FromLongLong(n_cls);
+done:
+    free(mem);
+    free(in_w);
+    release(&t);
+    release(&c);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * reach(seen uint8 (n, in/out), heads int64 (sorted), tails int64) -> how many states are seen
+ *
+ * Grows ``seen`` by every state reachable along the edges heads[i] -> tails[i] (breadth-first).
+ * ---------------------------------------------------------------------------------------------- */
+
+static PyObject *reach(PyObject *self, PyObject *args) {
+    PyObject *o_seen, *o_heads, *o_tails;
+    if (!PyArg_ParseTuple(args, "OOO", &o_seen, &o_heads, &o_tails)) return NULL;
+    Buf seen = {0}, heads = {0}, tails = {0};
+    PyObject *result = NULL;
+    int64_t *start = NULL, *queue = NULL;
+    if (get_buf(o_seen, &seen, "seen", 1, 1) || get_buf(o_heads, &heads, "heads", 8, 0) ||
+        get_buf(o_tails, &tails, "tails", 8, 0))
+        goto done;
+    Py_ssize_t n = N(seen, uint8_t), m = N(heads, int64_t);
+    if (N(tails, int64_t) != m) {
+        PyErr_SetString(PyExc_ValueError, "heads and tails differ in length");
+        goto done;
+    }
+    const int64_t *H = heads.view.buf, *TL = tails.view.buf;
+    uint8_t *S = seen.view.buf;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        if (H[i] < 0 || H[i] >= n || TL[i] < 0 || TL[i] >= n || (i && H[i] < H[i - 1])) {
+            PyErr_Format(PyExc_ValueError, "edge %zd (%lld -> %lld): outside 0..%zd or heads not sorted", i,
+                         (long long)H[i], (long long)TL[i], n - 1);
+            goto done;
+        }
+    }
+    start = calloc((size_t)n + 1, sizeof(int64_t));
+    queue = malloc(sizeof(int64_t) * ((size_t)n + 1));
+    if (!start || !queue) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < m; i++) start[H[i] + 1]++;
+    for (Py_ssize_t x = 0; x < n; x++) start[x + 1] += start[x];
+    Py_ssize_t qh = 0, qt = 0, count = 0;
+    for (Py_ssize_t x = 0; x < n; x++)
+        if (S[x]) {
+            queue[qt++] = x;
+            count++;
+        }
+    while (qh < qt) {
+        int64_t x = queue[qh++];
+        for (int64_t e = start[x]; e < start[x + 1]; e++) {
+            int64_t y = TL[e];
+            if (!S[y]) {
+                S[y] = 1;
+                queue[qt++] = y;
+                count++;
+            }
+        }
+    }
+    result = PyLong_FromSsize_t(count);
+done:
+    free(start);
+    free(queue);
+    release(&seen);
+    release(&heads);
+    release(&tails);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * text_tokens(data uint8, mode, max_len, root int32 (256), level2 int32 (65536), sym, depth, end,
+ *             node_token int32 (nodes), out int64) -> count
+ *
+ * Reads bytes against the trie by their bytes (a token's id for a byte string: node_token[node], -1
+ * where the string is no token the caller wants). mode 0: every token that spells data[i:j] with
+ * j - i <= max_len, for every i (out needs len(data) * max_len); mode 1: data cut into the longest such
+ * tokens first (out needs len(data)); a byte no token starts with gives -1 - its position; mode 2:
+ * the node that spells the whole of data (or -1; out unused).
+ * ---------------------------------------------------------------------------------------------- */
+
+static int32_t child_of(int32_t node, int32_t first_pos, int16_t b, const int32_t *root, const int32_t *level2,
+                        const int16_t *S, const int32_t *D, const int32_t *E, const uint8_t *data, Py_ssize_t nodes) {
+    /* the child of `node` (spelling data[first_pos..]) by byte b */
+    if (node < 0) return root[b];
+    if (D[node] == 0) return level2[(int32_t)data[first_pos] * 256 + b];
+    for (int32_t c = node + 1; c < E[node] && c < nodes; c = E[c]) {
+        if (S[c] == b) return c;
+        if (S[c] > b) break; /* children come in ascending symbol order */
+    }
+    return -1;
+}
+
+static PyObject *text_tokens(PyObject *self, PyObject *args) {
+    PyObject *o_data, *o_root, *o_l2, *o_sym, *o_depth, *o_end, *o_nt, *o_out;
+    Py_ssize_t mode, max_len;
+    if (!PyArg_ParseTuple(args, "OnnOOOOOOO", &o_data, &mode, &max_len, &o_root, &o_l2, &o_sym, &o_depth, &o_end,
+                          &o_nt, &o_out))
+        return NULL;
+    Buf data = {0}, root = {0}, l2 = {0}, sym = {0}, depth = {0}, end = {0}, nt = {0}, out = {0};
+    PyObject *result = NULL;
+    if (get_buf(o_data, &data, "data", 1, 0) || get_buf(o_root, &root, "root", 4, 0) ||
+        get_buf(o_l2, &l2, "level2", 4, 0) || get_buf(o_sym, &sym, "sym", 2, 0) ||
+        get_buf(o_depth, &depth, "depth", 4, 0) || get_buf(o_end, &end, "end", 4, 0) ||
+        get_buf(o_nt, &nt, "node_token", 4, 0) || get_buf(o_out, &out, "out", 8, 1))
+        goto done;
+    Py_ssize_t L = N(data, uint8_t), nodes = N(sym, int16_t), cap = N(out, int64_t);
+    if (N(root, int32_t) != 256 || N(l2, int32_t) != 65536 || N(depth, int32_t) != nodes ||
+        N(end, int32_t) != nodes || N(nt, int32_t) != nodes || max_len <= 0 || mode < 0 || mode > 2) {
+        PyErr_SetString(PyExc_ValueError, "text_tokens: tables of the wrong size, or a bad mode or max_len");
+        goto done;
+    }
+    const uint8_t *B = data.view.buf;
+    const int32_t *R = root.view.buf, *L2 = l2.view.buf, *D = depth.view.buf, *E = end.view.buf, *NT = nt.view.buf;
+    const int16_t *S = sym.view.buf;
+    int64_t *O = out.view.buf;
+    Py_ssize_t count = 0;
+    if (mode == 2) {
+        int32_t node = -1;
+        for (Py_ssize_t j = 0; j < L; j++) {
+            node = child_of(node, 0, B[j], R, L2, S, D, E, B, nodes);
+            if (node < 0) break;
+        }
+        result = PyLong_FromLong(L ? node : -1);
+        goto done;
+    }
+    Py_ssize_t i = 0;
+    while (i < L) {
+        int32_t node = -1;
+        int64_t best = -1;
+        Py_ssize_t best_len = 0;
+        for (Py_ssize_t j = i; j < L && j - i < max_len; j++) {
+            node = child_of(node, (int32_t)i, B[j], R, L2, S, D, E, B, nodes);
+            if (node < 0 || node >= nodes) break;
+            if (NT[node] >= 0) {
+                if (mode == 0) {
+                    if (count >= cap) {
+                        PyErr_SetString(PyExc_ValueError, "text_tokens: out is too small");
+                        goto done;
+                    }
+                    O[count++] = NT[node];
+                } else {
+                    best = NT[node];
+                    best_len = j - i + 1;
+                }
+            }
+        }
+        if (mode == 0) {
+            i++;
+            continue;
+        }
+        if (best < 0) {
+            result = PyLong_FromSsize_t(-1 - i);
+            goto done;
+        }
+        if (count >= cap) {
+            PyErr_SetString(PyExc_ValueError, "text_tokens: out is too small");
+            goto done;
+        }
+        O[count++] = best;
+        i += best_len;
+    }
+    result = PyLong_FromSsize_t(count);
+done:
+    release(&data); release(&root); release(&l2); release(&sym); release(&depth); release(&end);
+    release(&nt); release(&out);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * trie_edges(transitions, n_symbols, states int32, max_depth, sym, depth, end, tok_start, trap, eos)
+ *   -> bytes: (source, end state) pairs, int64, one per token of a node
+ *
+ * token_edges by a trie of the tokens (laid out by trie_build): from each state, depth-first, a subtree
+ * the automaton rejects is skipped whole, as are the trap (a tail not built yet: the trap loops on every
+ * symbol, so nothing below it counts) and the end-of-turn symbol (an end of turn ends no edge).
+ * ---------------------------------------------------------------------------------------------- */
+
+static PyObject *trie_edges(PyObject *self, PyObject *args) {
+    PyObject *o_t, *o_states, *o_sym, *o_depth, *o_end, *o_ts;
+    Py_ssize_t n_symbols, maxdepth, trap, eos;
+    if (!PyArg_ParseTuple(args, "OnOnOOOOnn", &o_t, &n_symbols, &o_states, &maxdepth, &o_sym, &o_depth, &o_end,
+                          &o_ts, &trap, &eos))
+        return NULL;
+    Buf t = {0}, st = {0}, sym = {0}, depth = {0}, end = {0}, ts = {0};
+    PyObject *result = NULL;
+    int32_t *stack = NULL;
+    int64_t *buf = NULL;
+    if (get_buf(o_t, &t, "transitions", 4, 0) || get_buf(o_states, &st, "states", 4, 0) ||
+        get_buf(o_sym, &sym, "sym", 2, 0) || get_buf(o_depth, &depth, "depth", 4, 0) ||
+        get_buf(o_end, &end, "end", 4, 0) || get_buf(o_ts, &ts, "tok_start", 4, 0))
+        goto done;
+    Py_ssize_t rows = n_symbols > 0 ? N(t, int32_t) / n_symbols : 0;
+    Py_ssize_t nodes = N(sym, int16_t), n_states = N(st, int32_t);
+    if (n_symbols <= 0 || rows * n_symbols != N(t, int32_t) || maxdepth < 0) {
+        PyErr_SetString(PyExc_ValueError, "transitions: not a (rows, n_symbols) table (or max_depth < 0)");
+        goto done;
+    }
+    if (N(depth, int32_t) != nodes || N(end, int32_t) != nodes || N(ts, int32_t) != nodes + 1) {
+        PyErr_SetString(PyExc_ValueError, "trie arrays disagree in size");
+        goto done;
+    }
+    const int32_t *T = t.view.buf, *ST = st.view.buf, *D = depth.view.buf, *E = end.view.buf, *TS = ts.view.buf;
+    const int16_t *S = sym.view.buf;
+    for (Py_ssize_t i = 0; i < nodes; i++) {
+        if (S[i] < 0 || S[i] >= n_symbols || D[i] < 0 || D[i] > maxdepth || E[i] <= i || E[i] > nodes) {
+            PyErr_Format(PyExc_ValueError, "trie node %zd: symbol, depth or subtree end outside the table", i);
+            goto done;
+        }
+    }
+    stack = malloc(sizeof(int32_t) * (size_t)(maxdepth + 2));
+    Py_ssize_t cap = 1024, count = 0;
+    buf = malloc(sizeof(int64_t) * 2 * (size_t)cap);
+    if (!stack || !buf) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t a = 0; a < n_states; a++) {
+        int32_t s0 = ST[a];
+        if (s0 < 0 || s0 >= rows) {
+            PyErr_Format(PyExc_ValueError, "state %d is not one of the %zd rows", s0, rows);
+            goto done;
+        }
+        stack[0] = s0;
+        Py_ssize_t i = 0;
+        while (i < nodes) {
+            int32_t ns = S[i] == eos ? -1 : T[(Py_ssize_t)stack[D[i]] * n_symbols + S[i]];
+            if (ns < 0 || ns >= rows || ns == trap) {
+                i = E[i];
+                continue;
+            }
+            stack[D[i] + 1] = ns;
+            for (int32_t j = TS[i]; j < TS[i + 1]; j++) {
+                if (count == cap) {
+                    int64_t *grown = realloc(buf, sizeof(int64_t) * 4 * (size_t)cap);
+                    if (!grown) {
+                        PyErr_NoMemory();
+                        goto done;
+                    }
+                    buf = grown;
+                    cap *= 2;
+                }
+                buf[2 * count] = s0;
+                buf[2 * count + 1] = ns;
+                count++;
+            }
+            i++;
+        }
+    }
+    result = PyBytes_FromStringAndSize((const char *)buf, (Py_ssize_t)(sizeof(int64_t) * 2 * (size_t)count));
+done:
+    free(stack);
+    free(buf);
+    release(&t); release(&st); release(&sym); release(&depth); release(&end); release(&ts);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"trie_build", trie_build, METH_VARARGS, "Sort the tokens and lay their trie out in preorder."},
+    {"trie_walk", trie_walk, METH_VARARGS, "Every token the automaton accepts from a state, with its end state."},
+    {"trie_symbols", trie_symbols, METH_VARARGS, "Per trie node, the symbols of its subtree."},
+    {"trie_mask", trie_mask, METH_VARARGS, "The allowed tokens of a state, their largest need, the trapped ones."},
+    {"minimize", minimize, METH_VARARGS, "Hopcroft's partition refinement (classes in place; returns how many)."},
+    {"reach", reach, METH_VARARGS, "Grow a set of states by everything reachable along sorted edges."},
+    {"text_tokens", text_tokens, METH_VARARGS, "The tokens that spell pieces of a byte string."},
+    {"trie_edges", trie_edges, METH_VARARGS, "(state, end state) of a token trie walked from states."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "toolgrammar._native",
+                                    "The vocabulary walks of toolgrammar.engine, in C.", -1, methods};
+
+PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }

@@ -1,0 +1,265 @@
+"""The C core (``toolgrammar._native``) against the numpy walks it replaces: the same masks, state by state.
+
+The core only changes how fast a first visit is: every test here runs the same work both ways (the core,
+and numpy with ``TOOLGRAMMAR_NATIVE=0`` or a table built with ``native=False``) and compares the results
+exactly. The soundness, completeness and termination suites run with the core on (the default), so
+they check it too.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from toolgrammar import automaton as A
+from toolgrammar import native
+from toolgrammar.engine import TokenGrammar, TokenTable
+from toolgrammar.errors import TokenizerError
+from toolgrammar.grammar import compile_turn
+
+from toolsets import TOOLSETS
+
+CASES = [
+    ("seed-strings", {}),
+    ("typed", {"reasoning": "prefilled", "escape_markers": True}),
+    ("freeform", {"whitespace": "flexible"}),
+    ("nested", {"format": "qwen-xml"}),
+    ("nested", {"tool_choice": "required", "reasoning": "disabled"}),
+]
+
+
+def test_the_core_is_built():
+    """CI and scripts/setup.sh install with a C compiler: a missing core is a broken build, not a fallback."""
+    assert native.built(), native.describe()
+    assert native.module() is not None, native.describe()
+
+
+@pytest.fixture(scope="module")
+def tables(qwen3_vocab):
+    return TokenTable(qwen3_vocab, native=True), TokenTable(qwen3_vocab, native=False)
+
+
+def _allowed(mask, n):
+    if mask.all_allowed:
+        return np.arange(n)
+    if mask.banned is not None:
+        return np.setdiff1d(np.arange(n), mask.banned)
+    return np.asarray(mask.allowed)
+
+
+def _forget(monkeypatch, folder) -> None:
+    """Nothing compiled before is reused: an empty cache folder, the in-memory caches emptied."""
+    from toolgrammar import engine, json_grammar, lazy, tools
+
+    monkeypatch.setenv("TOOLGRAMMAR_CACHE", str(folder))
+    engine._grammars.clear()
+    tools._recent.clear()
+    json_grammar.any_value.cache_clear()
+    A.clear_caches()
+    lazy.clear_tail_cache()
+
+
+def _grammars(vocab, tables, toolset, options, monkeypatch, tmp_path):
+    """The same turn compiled twice from nothing: once with the core (automata minimized in C, walked in C),
+    once without it (numpy throughout)."""
+    core, numpy_table = tables
+    out = []
+    for on, table in (("1", core), ("0", numpy_table)):
+        monkeypatch.setenv(native.ENV, on)
+        _forget(monkeypatch, tmp_path / f"cache-{on}")
+        tg = TokenGrammar(compile_turn(TOOLSETS[toolset], **options), vocab)
+        tg.table = table
+        tg.build_all()
+        out.append(tg)
+    monkeypatch.setenv(native.ENV, "1")
+    return out
+
+
+@pytest.mark.parametrize(("toolset", "options"), CASES)
+def test_every_state_gets_the_same_mask(qwen3_vocab, tables, toolset, options, monkeypatch, tmp_path):
+    """States of the whole automaton (every tail built; all of them up to 400, else 400 drawn with a fixed
+    seed, the start among them): the allowed tokens and the largest need."""
+    a, b = _grammars(qwen3_vocab, tables, toolset, options, monkeypatch, tmp_path)
+    assert a.n_states == b.n_states and np.array_equal(a.transitions, b.transitions)
+    assert np.array_equal(a.dist, b.dist)
+    n = qwen3_vocab.n_tokens
+    kinds = set()
+    states = np.arange(a.n_states)
+    if len(states) > 400:
+        states = np.union1d([a.start], np.random.default_rng(7).choice(states, size=400, replace=False))
+    for state in states.tolist():
+        ma, mb = a._compute_built(state), b._compute_built(state)
+        assert np.array_equal(_allowed(ma, n), _allowed(mb, n)), state
+        assert ma.max_need == mb.max_need, state
+        assert ma.n_allowed == mb.n_allowed, state
+        kinds.add("text" if ma.n_allowed * 2 >= n else "literal")
+        assert np.array_equal(a.table.walk(a.transitions, state), b.table.walk(b.transitions, state, b.loops)), state
+    assert kinds == {"text", "literal"}  # both of the core's output shapes were compared
+
+
+@pytest.mark.parametrize(("toolset", "options"), [CASES[0], CASES[1], ("shared-prefixes", {"reasoning": "disabled"})])
+def test_lazy_tails_are_built_the_same_way(qwen3_vocab, tables, toolset, options):
+    """Masks asked for in a walk order, tails built on demand (the core reports tokens that reach a stub)."""
+    core, numpy_table = tables
+    turn = compile_turn(TOOLSETS[toolset], **options)
+    a, b = TokenGrammar(turn, qwen3_vocab), TokenGrammar(turn, qwen3_vocab)
+    a.table, b.table = core, numpy_table
+    assert a.auto.stubs, "nothing would be built lazily"
+    rng = np.random.default_rng(11)
+    state_a = state_b = a.start
+    for _ in range(300):
+        ma, mb = a.mask(state_a), b.mask(state_b)
+        allowed = _allowed(ma, qwen3_vocab.n_tokens)
+        assert np.array_equal(allowed, _allowed(mb, qwen3_vocab.n_tokens))
+        if a.is_finished(state_a) or not len(allowed):
+            break
+        token = int(rng.choice(allowed))
+        state_a, state_b = a.step(state_a, token), b.step(state_b, token)
+        assert state_a == state_b >= 0
+    assert a.n_expansions == b.n_expansions
+    assert np.array_equal(a.dist, b.dist)
+
+
+@pytest.mark.parametrize(("toolset", "options"), CASES)
+def test_the_budget_bound_walks_the_same_edges(qwen3_vocab, tables, toolset, options, monkeypatch, tmp_path):
+    """The bound's token edges, walked by the core and by numpy, from every state."""
+    a, b = _grammars(qwen3_vocab, tables, toolset, options, monkeypatch, tmp_path)
+    states = np.arange(a.n_states, dtype=np.int32)
+    src_a, dst_a = a._token_edges(states, a._dist_tokens)
+    assert b.table.native is None  # numpy's walk
+    src_b, dst_b = b._token_edges(states, a._dist_tokens)
+    assert len(src_a) > a.n_states  # many edges, not a trivial comparison
+    # The same edges, as many times each (the core lists them state by state, numpy token by token).
+    order_a, order_b = np.lexsort((dst_a, src_a)), np.lexsort((dst_b, src_b))
+    assert np.array_equal(src_a[order_a], src_b[order_b]) and np.array_equal(dst_a[order_a], dst_b[order_b])
+
+
+def _random_dfa(draw_seed: int, n: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(draw_seed)
+    table = rng.integers(-1, n, size=(n, k)).astype(np.int32)
+    table[rng.random((n, k)) < 0.3] = -1
+    accepting = rng.random(n) < 0.3
+    safe = rng.random(n) < 0.2
+    return table, accepting, safe
+
+
+@settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1), st.integers(1, 60), st.integers(1, 6))
+def test_minimize_reaches_moores_partition(seed, n, k):
+    """Hopcroft in C and Moore in numpy give the same merged automaton (small alphabets make many merges)."""
+    table = np.full((n, A.N_SYMBOLS), -1, dtype=np.int32)
+    small, accepting, safe = _random_dfa(seed, n, k)
+    table[:, :k] = small
+    got = A._minimize(table, 0, accepting, safe)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(native.ENV, "0")
+        want = A._minimize(table, 0, accepting, safe)
+    for x, y in zip(got, want, strict=True):
+        assert np.array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_minimize_splits_late_and_merges_long_chains():
+    """Three chains of 400 states: A and B alike (they merge), C told apart from A only at its far end
+    (Moore needs a round per state of it). The core and numpy agree, and on the count."""
+    length = 400
+    n = 3 * length
+    table = np.full((n, A.N_SYMBOLS), -1, dtype=np.int32)
+    for base in (0, length, 2 * length):
+        table[base : base + length - 1, ord("a")] = np.arange(base + 1, base + length)
+        table[base : base + length - 1, ord("b")] = np.arange(base + 1, base + length)
+    table[0, ord("c")] = length  # B hangs off A's start
+    table[n - 1, ord("a")] = length - 1  # C's end reads one more "a" into A's end; a "b" there dies
+    accepting = np.zeros(n, dtype=bool)
+    accepting[[length - 1, 2 * length - 1]] = True
+    safe = np.zeros(n, dtype=bool)
+    got = A._minimize(table, 0, accepting, safe)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(native.ENV, "0")
+        want = A._minimize(table, 0, accepting, safe)
+    for x, y in zip(got, want, strict=True):
+        assert np.array_equal(np.asarray(x), np.asarray(y))
+    assert got[0].shape[0] == 2 * length + 1  # B merged into A (A's start stays apart: it reads "c")
+
+
+def test_bad_arrays_are_refused_with_the_reason(tables):
+    core = native.module()
+    table = tables[0]
+    t = np.zeros((3, A.N_SYMBOLS), dtype=np.int32)
+    n = table.n_tokens
+    with pytest.raises(ValueError, match="state 7 is not one of the 3 rows"):
+        core.trie_mask(
+            t,
+            A.N_SYMBOLS,
+            7,
+            table.pre_max_depth,
+            table.pre_sym,
+            table.pre_depth,
+            table.pre_end,
+            table.pre_start,
+            table.pre_tokens,
+            np.zeros(3, dtype=np.int32),
+            1,
+            -5,
+            np.zeros(3, dtype=np.uint64),
+            np.zeros(3, dtype=np.uint64),
+            table.pre_sub_low0,
+            table.pre_sub_low1,
+            table.pre_sub_high,
+            table.pre_whole,
+            np.full(3, -1, dtype=np.int8),
+            np.zeros(n, dtype=np.uint8),
+            np.empty(n, dtype=np.int64),
+            np.empty(n, dtype=np.int64),
+        )
+    with pytest.raises(TypeError, match="transitions: expected 4-byte items"):
+        core.trie_walk(
+            t.astype(np.int64),
+            A.N_SYMBOLS,
+            0,
+            table.pre_max_depth,
+            table.pre_sym,
+            table.pre_depth,
+            table.pre_end,
+            table.pre_start,
+            table.pre_tokens,
+            np.zeros(n, dtype=np.int32),
+            np.empty(n, dtype=np.int64),
+            np.empty(n, dtype=np.int32),
+        )
+    with pytest.raises(ValueError, match=r"outside 0\.\.1"):
+        core.minimize(np.array([[5], [0]], dtype=np.int32), 1, np.zeros(2, dtype=np.int64))
+
+
+def test_asking_for_the_core_where_it_is_off_says_why(qwen3_vocab, monkeypatch):
+    monkeypatch.setenv(native.ENV, "0")
+    assert native.module() is None and "TOOLGRAMMAR_NATIVE=0" in native.describe()
+    with pytest.raises(TokenizerError, match="the C core was asked for, but numpy walks"):
+        TokenTable(qwen3_vocab, native=True)
+
+
+_TEXTS = st.one_of(
+    st.binary(min_size=1, max_size=48),
+    st.text(alphabet="abc_- {}\"':,<>/\\né中🙂\x00", min_size=1, max_size=48).map(lambda t: t.encode("utf-8")),
+)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_TEXTS, min_size=1, max_size=6))
+def test_literal_pieces_are_the_tokens_the_dictionary_names(tables, qwen3_vocab, texts):
+    """The budget bound's literal tokens and greedy cuts: the core's trie lookups give exactly the ids of
+    ``Vocabulary._id_of_bytes`` (lowest ordinary id, added tokens winning, special tokens left out)."""
+    core, numpy_table = tables
+    assert core.text_index_exact
+
+    class Holder:  # the two TokenGrammar helpers need only a table and a vocabulary
+        pass
+
+    with_core, without = Holder(), Holder()
+    with_core.table, with_core.vocab = core, qwen3_vocab
+    without.table, without.vocab = numpy_table, qwen3_vocab
+    texts = [*texts, b"<tool_call>\n{", b"</tool_call><|im_end|>", "日本語".encode()]
+    assert TokenGrammar._literal_tokens(with_core, texts) == TokenGrammar._literal_tokens(without, texts)
+    for data in texts:
+        assert TokenGrammar._greedy_tokens(with_core, data) == TokenGrammar._greedy_tokens(without, data)
