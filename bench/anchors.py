@@ -515,7 +515,8 @@ def report(info: dict[str, Any], walks: list[Walk], rows: list[Row], fl: dict[st
     out = [
         f"# Anchors: {info['date'][:10]}",
         "",
-        f"Command: `{argv}` (source: {info['git']}). Machine: {info['cpu']}, {info['nproc']} cores "
+        f"Command: `{argv}` (source: {info['git']}; toolgrammar's first visits: {info['toolgrammar_walks']}). "
+        f"Machine: {info['cpu']}, {info['nproc']} cores "
         f"(torch threads: {info['torch_threads']}), "
         f"load average {info['load_average'][0]} at the start; Python {info['python']}; "
         + ", ".join(f"{k} {v}" for k, v in info["versions"].items() if v)

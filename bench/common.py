@@ -60,8 +60,15 @@ def machine_info(*, git: bool = True) -> dict[str, Any]:
             versions[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             versions[dist] = None
+    try:
+        from toolgrammar import native
+
+        walks = native.describe()
+    except ImportError:
+        walks = "toolgrammar not importable"
     return {
         "git": _git_state() if git else "not recorded",
+        "toolgrammar_walks": walks,
         "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "cpu": cpu,
         "nproc": usable,
