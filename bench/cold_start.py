@@ -632,7 +632,7 @@ def _changed_under(index: Path, prefix: str) -> list[str]:
             changed.append(path)
     for f in sorted((REPO / prefix).rglob("*")):
         rel = f.relative_to(REPO).as_posix()
-        if f.is_file() and rel not in tracked and "__pycache__" not in rel and ".egg-info" not in rel:
+        if f.is_file() and rel not in tracked and "__pycache__" not in rel and ".egg-info" not in rel and not rel.endswith(".so"):
             changed.append(rel + " (untracked)")
     return sorted(changed)
 

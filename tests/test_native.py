@@ -209,6 +209,7 @@ def test_bad_arrays_are_refused_with_the_reason(tables):
             table.pre_sub_high,
             table.pre_whole,
             np.full(3, -1, dtype=np.int8),
+            0,
             np.zeros(n, dtype=np.uint8),
             np.empty(n, dtype=np.int64),
             np.empty(n, dtype=np.int64),

@@ -379,12 +379,15 @@ done:
 /* ------------------------------------------------------------------------------------------------
  * trie_mask(transitions, n_symbols, state, max_depth, sym, depth, end, tok_start, toks, dist int32, inf, trap,
  *           loop_low0 uint64 (rows), loop_low1, sub_low0 uint64 (nodes), sub_low1, sub_high uint8, whole uint8,
- *           utf8 int8 (rows, in/out: -1 not known yet), ok uint8 (out, n_tokens, zeroed), ids int64 (out), trapped int64 (out)) -> (allowed, max_need, n_trapped)
+ *           utf8 int8 (rows, in/out: -1 not known yet), dense (0/1), ok uint8 (out, n_tokens: zeroed, or
+ *           all 1 when dense), ids int64 (out), trapped int64 (out)) -> (allowed, max_need, n_trapped)
  *
  * trie_walk's walk with the mask made on the way: a token is allowed when its end state can still leave
  * every block (dist[end] < inf); ok[t] = 1 and ids[:allowed] lists them (trie order); max_need is the
  * largest dist[end] among them (0 if none). Tokens ending in ``trap`` (a tail not built yet) are neither
- * allowed nor dropped silently: they are listed in trapped[:n_trapped] for the caller to build.
+ * allowed nor dropped silently: they are listed in trapped[:n_trapped] for the caller to build. ids lists
+ * at most n_tokens / 4 + 1 tokens (past that, ok is what the caller reads), and none when dense: then ok
+ * starts at 1 and only the tokens left out are written (a text state allows nearly everything).
  *
  * Text states (free text, inside a string) accept nearly every token and most bytes loop on them, so a
  * subtree whose symbols (sub_low0/sub_low1: ASCII bits; sub_high: anything else) all loop on the state
@@ -397,10 +400,10 @@ done:
 static PyObject *trie_mask(PyObject *self, PyObject *args) {
     PyObject *o_t, *o_sym, *o_depth, *o_end, *o_ts, *o_toks, *o_dist, *o_ok, *o_ids, *o_trapped;
     PyObject *o_l0, *o_l1, *o_s0, *o_s1, *o_sh, *o_wh, *o_u8;
-    Py_ssize_t n_symbols, state, maxdepth, inf, trap;
-    if (!PyArg_ParseTuple(args, "OnnnOOOOOOnnOOOOOOOOOO", &o_t, &n_symbols, &state, &maxdepth, &o_sym, &o_depth,
+    Py_ssize_t n_symbols, state, maxdepth, inf, trap, dense;
+    if (!PyArg_ParseTuple(args, "OnnnOOOOOOnnOOOOOOOnOOO", &o_t, &n_symbols, &state, &maxdepth, &o_sym, &o_depth,
                           &o_end, &o_ts, &o_toks, &o_dist, &inf, &trap, &o_l0, &o_l1, &o_s0, &o_s1, &o_sh, &o_wh,
-                          &o_u8, &o_ok, &o_ids, &o_trapped))
+                          &o_u8, &dense, &o_ok, &o_ids, &o_trapped))
         return NULL;
     Buf t = {0}, sym = {0}, depth = {0}, end = {0}, ts = {0}, toks = {0}, dist = {0}, ok = {0}, ids = {0},
         trapped = {0}, l0 = {0}, l1 = {0}, s0 = {0}, s1 = {0}, sh = {0}, wh = {0}, u8 = {0};
@@ -442,14 +445,34 @@ static PyObject *trie_mask(PyObject *self, PyObject *args) {
     uint8_t *OK = ok.view.buf;
     int64_t *OI = ids.view.buf, *TR = trapped.view.buf;
     Py_ssize_t n_dist = N(dist, int32_t);
+    /* ids past a quarter of the vocabulary are not listed: the caller reads ok then (a text state) */
+    Py_ssize_t id_cap = n_tok / 4 + 1;
     stack = malloc(sizeof(int32_t) * (size_t)(maxdepth + 2));
     if (!stack) {
         PyErr_NoMemory();
         goto done;
     }
     stack[0] = (int32_t)state;
-    Py_ssize_t k = 0, n_trapped = 0, i = 0;
+    Py_ssize_t k = 0, n_trapped = 0, i = 0, rejected = 0;
     int32_t max_need = 0;
+    /* Sparse (a literal state): ok starts at 0 and each allowed token is written (and listed in ids).
+     * Dense (a text state): ok starts at 1 and only the tokens left out are written, so a state that
+     * allows 147k tokens writes the few thousand it does not. */
+#define TAKE(j)                                                                                             \
+    do {                                                                                                    \
+        if (!dense) {                                                                                       \
+            OK[K[j]] = 1;                                                                                   \
+            if (k < id_cap) OI[k] = K[j];                                                                   \
+            k++;                                                                                            \
+        }                                                                                                   \
+    } while (0)
+#define DROP(j)                                                                                             \
+    do {                                                                                                    \
+        if (dense) {                                                                                        \
+            OK[K[j]] = 0;                                                                                   \
+            rejected++;                                                                                     \
+        }                                                                                                   \
+    } while (0)
     while (i < nodes) {
         int32_t d = D[i];
         int32_t sym_i = S[i];
@@ -471,16 +494,18 @@ static PyObject *trie_mask(PyObject *self, PyObject *args) {
             /* the whole subtree loops on q: every token in it ends there */
             if (q < n_dist && DI[q] < inf) {
                 if (DI[q] > max_need) max_need = DI[q];
-                for (int32_t j = TS[i]; j < TS[skip]; j++) {
-                    OK[K[j]] = 1;
-                    OI[k++] = K[j];
-                }
+                if (!dense)
+                    for (int32_t j = TS[i]; j < TS[skip]; j++) TAKE(j);
+            } else if (dense) {
+                for (int32_t j = TS[i]; j < TS[skip]; j++) DROP(j);
             }
             i = skip;
             continue;
         }
         int32_t ns = T[(Py_ssize_t)q * n_symbols + sym_i];
         if (ns < 0 || ns >= rows) {
+            if (dense)
+                for (int32_t j = TS[i]; j < TS[skip]; j++) DROP(j);
             i = skip;
             continue;
         }
@@ -488,18 +513,24 @@ static PyObject *trie_mask(PyObject *self, PyObject *args) {
         int32_t a = TS[i], b = TS[i + 1];
         if (a < b) {
             if (ns == trap) {
-                for (int32_t j = a; j < b; j++) TR[n_trapped++] = K[j];
+                for (int32_t j = a; j < b; j++) {
+                    TR[n_trapped++] = K[j];
+                    DROP(j);
+                }
             } else if (ns < n_dist && DI[ns] < inf) {
                 int32_t need = DI[ns];
                 if (need > max_need) max_need = need;
-                for (int32_t j = a; j < b; j++) {
-                    OK[K[j]] = 1;
-                    OI[k++] = K[j];
-                }
+                if (!dense)
+                    for (int32_t j = a; j < b; j++) TAKE(j);
+            } else if (dense) {
+                for (int32_t j = a; j < b; j++) DROP(j);
             }
         }
         i++;
     }
+#undef TAKE
+#undef DROP
+    if (dense) k = n_tok - rejected;
     result = Py_BuildValue("nin", k, max_need, n_trapped);
 done:
     free(stack);

@@ -162,6 +162,8 @@ class TokenTable:
         self.first_symbol = flat[offsets].astype(np.int64)
         second = np.where(lengths > 1, flat[np.minimum(offsets + 1, len(flat) - 1)], N_SYMBOLS).astype(np.int64)
         self.first_pair = self.first_symbol * (N_SYMBOLS + 1) + second
+        self.first_symbol_counts = np.bincount(self.first_symbol, minlength=N_SYMBOLS)
+        """How many tokens start with each symbol (the most a state's first symbols can let through)."""
         self.eos_ids = np.array(sorted(vocab.eos_ids), dtype=np.int64)
         self.single_symbol_tokens = self._single_symbol_tokens()
         self._build_trie()
@@ -961,7 +963,10 @@ class TokenGrammar:
         self.n_walks += 1
         table = self.table
         n = table.n_tokens
-        ok = np.zeros(n, dtype=np.uint8)
+        # Where most tokens start with a symbol the state takes (a text state), start from "all allowed" and
+        # write what is left out; elsewhere write what is allowed.
+        dense = int(table.first_symbol_counts[self.transitions[state] >= 0].sum()) * 2 > n
+        ok = np.ones(n, dtype=np.uint8) if dense else np.zeros(n, dtype=np.uint8)
         ids = np.empty(n, dtype=np.int64)
         trapped = np.empty(n, dtype=np.int64)
         t = np.ascontiguousarray(self.transitions, dtype=np.int32)
@@ -985,6 +990,7 @@ class TokenGrammar:
             table.pre_sub_high,
             table.pre_whole,
             self.loops.utf8_memo,
+            int(dense),
             ok,
             ids,
             trapped,
@@ -993,10 +999,13 @@ class TokenGrammar:
             stubs = self._stubs_hit(state, trapped[:n_trapped]) if self.auto.stubs else set()
             if stubs:
                 raise _Unbuilt(stubs)
-        if k * 4 <= n:
-            allowed = np.sort(ids[:k])
-            return StateMask(False, None, allowed, k, max_need)
-        return _make_mask(ok.view(bool), max_need)
+        if k * 4 <= n and not dense:  # ids lists every allowed token (the core lists up to n / 4 + 1)
+            return StateMask(False, None, np.sort(ids[:k]), k, max_need)
+        if k == n:
+            return StateMask(True, None, None, k, max_need)
+        if k * 2 >= n:
+            return StateMask(False, np.flatnonzero(ok == 0), None, k, max_need)
+        return StateMask(False, None, np.flatnonzero(ok), k, max_need)
 
     def _budget_mask(self, state: int, budget: int) -> StateMask:
         key = (state, budget)
