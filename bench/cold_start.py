@@ -632,7 +632,8 @@ def _changed_under(index: Path, prefix: str) -> list[str]:
             changed.append(path)
     for f in sorted((REPO / prefix).rglob("*")):
         rel = f.relative_to(REPO).as_posix()
-        if f.is_file() and rel not in tracked and "__pycache__" not in rel and ".egg-info" not in rel and not rel.endswith(".so"):
+        built = "__pycache__" in rel or ".egg-info" in rel or rel.endswith(".so")  # build outputs, not source
+        if f.is_file() and rel not in tracked and not built:
             changed.append(rel + " (untracked)")
     return sorted(changed)
 
