@@ -264,3 +264,46 @@ def test_literal_pieces_are_the_tokens_the_dictionary_names(tables, qwen3_vocab,
     assert TokenGrammar._literal_tokens(with_core, texts) == TokenGrammar._literal_tokens(without, texts)
     for data in texts:
         assert TokenGrammar._greedy_tokens(with_core, data) == TokenGrammar._greedy_tokens(without, data)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1), st.integers(1, 80), st.integers(1, 5), st.booleans())
+def test_pruning_keeps_the_same_states(seed, n, k, minimize):
+    """The core's one-pass search for live states and numpy's two reachability passes keep the same
+    automaton (or both refuse one that accepts nothing)."""
+    table = np.full((n, A.N_SYMBOLS), -1, dtype=np.int32)
+    small, accepting, safe = _random_dfa(seed, n, k)
+    table[:, :k] = small
+    outcome = []
+    for on in ("1", "0"):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv(native.ENV, on)
+            try:
+                dfa = A._prune(table, 0, accepting, safe, minimize=minimize)
+            except A.GrammarError as error:
+                outcome.append(str(error))
+            else:
+                outcome.append((dfa.transitions.tolist(), dfa.start, dfa.accepting.tolist(), dfa.safe.tolist()))
+    assert outcome[0] == outcome[1]
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1), st.integers(1, 60))
+def test_relax_finds_the_least_fixpoint(seed, n):
+    """The tail bound's shortest paths (C, one pass) against the numpy fixpoint it replaces."""
+    rng = np.random.default_rng(seed)
+    inf = 1 << 30
+    start = np.where(rng.random(n) < 0.3, rng.integers(0, 20, size=n), inf).astype(np.int64)
+    m = int(rng.integers(0, 4 * n + 1))
+    src, dst = rng.integers(0, n, size=m), rng.integers(0, n, size=m)
+    want = start.copy()
+    while m:
+        new = want.copy()
+        np.minimum.at(new, src, want[dst] + 1)
+        if np.array_equal(new, want):
+            break
+        want = new
+    got = start.copy()
+    order = np.argsort(dst, kind="stable")
+    native.module().relax(got, np.ascontiguousarray(dst[order]), np.ascontiguousarray(src[order]), inf)
+    assert np.array_equal(np.minimum(got, inf), np.minimum(want, inf))

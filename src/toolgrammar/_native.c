@@ -955,12 +955,227 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------------------------------------
+ * live_states(table int32 (n, k), accepting uint8 (n), start, keep uint8 (out, n)) -> whether start is live
+ *
+ * automaton._prune's two searches in one pass over the table: the states that can reach acceptance
+ * (backwards from the accepting ones), then those of them the start reaches through live states.
+ * keep[s] = 1 for those; if the start cannot reach acceptance, keep is all 0 and the result False.
+ * ---------------------------------------------------------------------------------------------- */
+
+static PyObject *live_states(PyObject *self, PyObject *args) {
+    PyObject *o_t, *o_acc, *o_keep;
+    Py_ssize_t k, start;
+    if (!PyArg_ParseTuple(args, "OnOnO", &o_t, &k, &o_acc, &start, &o_keep)) return NULL;
+    Buf t = {0}, acc = {0}, keep = {0};
+    PyObject *result = NULL;
+    int64_t *rstart = NULL, *radj = NULL, *queue = NULL;
+    uint8_t *live = NULL;
+    if (get_buf(o_t, &t, "table", 4, 0) || get_buf(o_acc, &acc, "accepting", 1, 0) ||
+        get_buf(o_keep, &keep, "keep", 1, 1))
+        goto done;
+    Py_ssize_t n = N(acc, uint8_t);
+    if (k <= 0 || N(t, int32_t) != n * k || N(keep, uint8_t) != n || start < 0 || start >= n) {
+        PyErr_SetString(PyExc_ValueError, "live_states: table, accepting, keep or start do not fit together");
+        goto done;
+    }
+    const int32_t *T = t.view.buf;
+    const uint8_t *A = acc.view.buf;
+    uint8_t *K = keep.view.buf;
+    Py_ssize_t m = 0;
+    for (Py_ssize_t x = 0; x < n * k; x++) {
+        if (T[x] < -1 || T[x] >= n) {
+            PyErr_Format(PyExc_ValueError, "table entry %zd: state %d outside 0..%zd", x, T[x], n - 1);
+            goto done;
+        }
+        if (T[x] >= 0) m++;
+    }
+    rstart = calloc((size_t)n + 1, sizeof(int64_t));
+    radj = malloc(sizeof(int64_t) * (size_t)(m > 0 ? m : 1));
+    queue = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+    live = calloc((size_t)(n > 0 ? n : 1), 1);
+    int64_t *seen_by = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+    if (!rstart || !radj || !queue || !live || !seen_by) {
+        free(seen_by);
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* Reverse edges, as CSR by target, one per (source, target) pair: a row sends most symbols to a
+     * few targets (seen_by[y] == s: the pair is counted already). */
+    for (Py_ssize_t y = 0; y < n; y++) seen_by[y] = -1;
+    for (Py_ssize_t s = 0; s < n; s++)
+        for (Py_ssize_t j = 0; j < k; j++) {
+            int32_t y = T[s * k + j];
+            if (y >= 0 && seen_by[y] != s) {
+                seen_by[y] = s;
+                rstart[y + 1]++;
+            }
+        }
+    for (Py_ssize_t y = 0; y < n; y++) rstart[y + 1] += rstart[y];
+    {
+        int64_t *fill = queue; /* scratch */
+        for (Py_ssize_t y = 0; y < n; y++) {
+            fill[y] = rstart[y];
+            seen_by[y] = -1;
+        }
+        for (Py_ssize_t s = 0; s < n; s++)
+            for (Py_ssize_t j = 0; j < k; j++) {
+                int32_t y = T[s * k + j];
+                if (y >= 0 && seen_by[y] != s) {
+                    seen_by[y] = s;
+                    radj[fill[y]++] = s;
+                }
+            }
+    }
+    free(seen_by);
+    Py_ssize_t qh = 0, qt = 0;
+    for (Py_ssize_t s = 0; s < n; s++)
+        if (A[s]) {
+            live[s] = 1;
+            queue[qt++] = s;
+        }
+    while (qh < qt) {
+        int64_t y = queue[qh++];
+        for (int64_t e = rstart[y]; e < rstart[y + 1]; e++) {
+            int64_t s = radj[e];
+            if (!live[s]) {
+                live[s] = 1;
+                queue[qt++] = s;
+            }
+        }
+    }
+    memset(K, 0, (size_t)n);
+    if (!live[start]) {
+        result = Py_False;
+        Py_INCREF(result);
+        goto done;
+    }
+    qh = qt = 0;
+    K[start] = 1;
+    queue[qt++] = start;
+    while (qh < qt) {
+        int64_t s = queue[qh++];
+        for (Py_ssize_t j = 0; j < k; j++) {
+            int32_t y = T[s * k + j];
+            if (y >= 0 && live[y] && !K[y]) {
+                K[y] = 1;
+                queue[qt++] = y;
+            }
+        }
+    }
+    result = Py_True;
+    Py_INCREF(result);
+done:
+    free(rstart);
+    free(radj);
+    free(queue);
+    free(live);
+    release(&t);
+    release(&acc);
+    release(&keep);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * relax(d int64 (m, in/out), heads int64 (sorted), tails int64, inf)
+ *
+ * The least d with d[tails[e]] <= d[heads[e]] + 1 for every edge and d <= its starting value (a
+ * shortest path in unit steps from starting values: the budget bound of a tail's states). Starting
+ * values at or above inf count as unknown. Multi-source BFS with the sources taken in order of value.
+ * ---------------------------------------------------------------------------------------------- */
+
+static const int64_t *g_dist;
+
+static int cmp_by_dist(const void *a, const void *b) {
+    int64_t x = g_dist[*(const int64_t *)a], y = g_dist[*(const int64_t *)b];
+    return x < y ? -1 : (x > y ? 1 : 0);
+}
+
+static PyObject *relax(PyObject *self, PyObject *args) {
+    PyObject *o_d, *o_heads, *o_tails;
+    long long inf;
+    if (!PyArg_ParseTuple(args, "OOOL", &o_d, &o_heads, &o_tails, &inf)) return NULL;
+    Buf d = {0}, heads = {0}, tails = {0};
+    PyObject *result = NULL;
+    int64_t *start = NULL, *src = NULL, *queue = NULL;
+    if (get_buf(o_d, &d, "d", 8, 1) || get_buf(o_heads, &heads, "heads", 8, 0) ||
+        get_buf(o_tails, &tails, "tails", 8, 0))
+        goto done;
+    Py_ssize_t n = N(d, int64_t), m = N(heads, int64_t);
+    const int64_t *H = heads.view.buf, *TL = tails.view.buf;
+    int64_t *D = d.view.buf;
+    if (N(tails, int64_t) != m) {
+        PyErr_SetString(PyExc_ValueError, "heads and tails differ in length");
+        goto done;
+    }
+    for (Py_ssize_t e = 0; e < m; e++) {
+        if (H[e] < 0 || H[e] >= n || TL[e] < 0 || TL[e] >= n || (e && H[e] < H[e - 1])) {
+            PyErr_Format(PyExc_ValueError, "edge %zd: outside 0..%zd or heads not sorted", e, n - 1);
+            goto done;
+        }
+    }
+    start = calloc((size_t)n + 1, sizeof(int64_t));
+    src = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+    queue = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+    if (!start || !src || !queue) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t e = 0; e < m; e++) start[H[e] + 1]++;
+    for (Py_ssize_t x = 0; x < n; x++) start[x + 1] += start[x];
+    Py_ssize_t n_src = 0;
+    for (Py_ssize_t x = 0; x < n; x++)
+        if (D[x] < inf) src[n_src++] = x;
+    g_dist = D;
+    qsort(src, (size_t)n_src, sizeof(int64_t), cmp_by_dist);
+    /* Two sorted streams, the sources by starting value and the FIFO of reached states (whose values
+     * grow by one as they are found): always settle the smaller head; a state settles once. */
+    uint8_t *done_ = calloc((size_t)(n > 0 ? n : 1), 1);
+    if (!done_) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t si = 0, qh = 0, qt = 0;
+    while (si < n_src || qh < qt) {
+        int64_t x;
+        if (qh < qt && (si >= n_src || D[queue[qh]] <= D[src[si]])) x = queue[qh++];
+        else x = src[si++];
+        if (done_[x]) continue;
+        done_[x] = 1;
+        for (int64_t e = start[x]; e < start[x + 1]; e++) {
+            int64_t y = TL[e];
+            if (!done_[y] && D[x] + 1 < D[y]) {
+                D[y] = D[x] + 1;
+                queue[qt++] = y;
+                if (qt > n) { /* a state enters the queue at most once per improvement: bounded by n here */
+                    free(done_);
+                    PyErr_SetString(PyExc_RuntimeError, "internal: relax's queue overflowed");
+                    goto done;
+                }
+            }
+        }
+    }
+    free(done_);
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    free(start);
+    free(src);
+    free(queue);
+    release(&d);
+    release(&heads);
+    release(&tails);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"trie_build", trie_build, METH_VARARGS, "Sort the tokens and lay their trie out in preorder."},
     {"trie_walk", trie_walk, METH_VARARGS, "Every token the automaton accepts from a state, with its end state."},
     {"trie_symbols", trie_symbols, METH_VARARGS, "Per trie node, the symbols of its subtree."},
     {"trie_mask", trie_mask, METH_VARARGS, "The allowed tokens of a state, their largest need, the trapped ones."},
     {"minimize", minimize, METH_VARARGS, "Hopcroft's partition refinement (classes in place; returns how many)."},
+    {"live_states", live_states, METH_VARARGS, "The states on a path from the start to acceptance."},
+    {"relax", relax, METH_VARARGS, "Shortest unit-step distances from starting values, along edges."},
     {"reach", reach, METH_VARARGS, "Grow a set of states by everything reachable along sorted edges."},
     {"text_tokens", text_tokens, METH_VARARGS, "The tokens that spell pieces of a byte string."},
     {"trie_edges", trie_edges, METH_VARARGS, "(state, end state) of a token trie walked from states."},

@@ -1069,19 +1069,15 @@ def _prune(
 ) -> DFA:
     """Drop states that cannot reach acceptance and renumber the rest (start stays reachable or raises)."""
     n = table.shape[0]
-    src, _sym = np.nonzero(table >= 0)
-    pairs = np.unique(src.astype(np.int64) * n + table[src, _sym])
-    src_u, dst_u = pairs // n, pairs % n  # sorted by source
-    # Reverse reachability from accepting states, then forward from the start through live states.
-    order = np.argsort(dst_u, kind="stable")
-    live = _reach(accepting.copy(), dst_u[order], src_u[order], n)
-    if not live[start]:
-        raise GrammarError("the grammar accepts nothing (every path is a dead end)")
-    ok = live[src_u] & live[dst_u]
-    seed = np.zeros(n, dtype=bool)
-    seed[start] = True
-    reach = _reach(seed, src_u[ok], dst_u[ok], n)
-    keep = np.flatnonzero(reach)
+    core = native_core.module()
+    if core is not None:
+        reach = np.zeros(n, dtype=np.uint8)
+        table = np.ascontiguousarray(table, dtype=np.int32)
+        if not core.live_states(table, table.shape[1], np.ascontiguousarray(accepting, dtype=np.uint8), start, reach):
+            raise GrammarError("the grammar accepts nothing (every path is a dead end)")
+        keep = np.flatnonzero(reach)
+    else:
+        keep = _live_numpy(table, start, accepting)
     remap = np.full(n + 1, DEAD, dtype=np.int32)  # index n maps DEAD (-1) to DEAD
     remap[keep] = np.arange(len(keep), dtype=np.int32)
     new = remap[table[keep]]  # -1 indexes the last slot, which holds DEAD
@@ -1097,6 +1093,23 @@ def _prune(
         safe=safe,
         stats={"nfa_states": nfa_states, "dfa_states": int(table.shape[0])},
     )
+
+
+def _live_numpy(table: np.ndarray, start: int, accepting: np.ndarray) -> np.ndarray:
+    """The states on some path from ``start`` to acceptance (the C core's ``live_states``, in numpy)."""
+    n = table.shape[0]
+    src, _sym = np.nonzero(table >= 0)
+    pairs = np.unique(src.astype(np.int64) * n + table[src, _sym])
+    src_u, dst_u = pairs // n, pairs % n  # sorted by source
+    # Reverse reachability from accepting states, then forward from the start through live states.
+    order = np.argsort(dst_u, kind="stable")
+    live = _reach(accepting.copy(), dst_u[order], src_u[order], n)
+    if not live[start]:
+        raise GrammarError("the grammar accepts nothing (every path is a dead end)")
+    ok = live[src_u] & live[dst_u]
+    seed = np.zeros(n, dtype=bool)
+    seed[start] = True
+    return np.flatnonzero(_reach(seed, src_u[ok], dst_u[ok], n))
 
 
 def _reach(seen: np.ndarray, heads: np.ndarray, tails: np.ndarray, n: int) -> np.ndarray:

@@ -776,6 +776,12 @@ class TokenGrammar:
         if known.any():
             np.minimum.at(d, src[known] - lo, self.dist[dst[known]].astype(np.int64) + 1)
         s_in, d_in = src[~out] - lo, dst[~out] - lo
+        core = self.table.native
+        if core is not None and len(s_in):
+            # d[s] <= d[t] + 1 along each edge s -> t inside the tail: shortest paths from the exits, in C.
+            order = np.argsort(d_in, kind="stable")
+            core.relax(d, np.ascontiguousarray(d_in[order]), np.ascontiguousarray(s_in[order]), INF)
+            s_in = s_in[:0]
         while len(s_in):
             new = d.copy()
             np.minimum.at(new, s_in, d[d_in] + 1)
