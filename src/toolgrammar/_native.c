@@ -7,9 +7,16 @@
  * a tool call most states accept a handful of bytes, so a first visit costs microseconds instead of a
  * pass over 151k tokens.
  *
- * No numpy headers: arrays come in through the buffer protocol (C-contiguous, the dtypes checked
- * below), and the caller allocates every output, so nothing here owns memory across calls.
- * Module functions never keep references; all run with the GIL held (they are short).
+ * The rest is what first visits and compiles spend their time on around that walk: the trie's layout
+ * (trie_build, trie_symbols), the budget bound's token edges (trie_edges) and literal tokens
+ * (text_tokens), the tail bound's shortest paths (relax), pruning (live_states, reach) and
+ * minimization (minimize, Hopcroft's). Each has a numpy twin in engine.py / automaton.py that gives the
+ * same result (tests/test_native.py compares them).
+ *
+ * No numpy headers: arrays come in through the buffer protocol (C-contiguous, the item sizes checked
+ * below), and the caller allocates every output but trie_edges' (returned as bytes), so nothing here
+ * owns memory across calls. Module functions never keep references; all run with the GIL held (they
+ * are short).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
