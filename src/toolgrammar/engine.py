@@ -536,11 +536,8 @@ class Loops:
         n = transitions.shape[0]  # includes the dead row
         loop = transitions == np.arange(n, dtype=np.int32)[:, None]
         loop[-1] = False
-        weights = np.uint64(1) << np.arange(64, dtype=np.uint64)
-        self.low = np.stack(
-            [np.bitwise_or.reduce(loop[:, k * 64 : (k + 1) * 64].astype(np.uint64) * weights, axis=1) for k in (0, 1)],
-            axis=1,
-        )
+        # Bit j of word k: symbol 64k + j loops (packed in place: no (n, 64) uint64 temporaries).
+        self.low = np.packbits(loop[:, :128], axis=1, bitorder="little").view("<u8").astype(np.uint64)
         self.low0 = np.ascontiguousarray(self.low[:, 0])
         self.low1 = np.ascontiguousarray(self.low[:, 1])
         self.special = loop[:, SPECIAL].copy()
