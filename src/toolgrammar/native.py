@@ -6,8 +6,9 @@ budget bound's token edges; :mod:`toolgrammar.engine` uses it when it is there a
 when it is not. Both give the same masks (``tests/test_native.py`` checks it state by state), so the
 core changes how fast a first visit is, never what it allows.
 
-``TOOLGRAMMAR_NATIVE=0`` turns the core off for the process (read when a token table is built): to
-compare the two, or to rule the core out when something looks wrong.
+``TOOLGRAMMAR_NATIVE=0`` turns the core off: to compare the two, or to rule the core out when something
+looks wrong. It is read when a token table is built (the mask walks keep that table's choice) and at
+each automaton compile (pruning, minimization).
 """
 
 from __future__ import annotations
