@@ -9,8 +9,8 @@
  *
  * The rest is what first visits and compiles spend their time on around that walk: the trie's layout
  * (trie_build, trie_symbols), the budget bound's token edges (trie_edges) and literal tokens
- * (text_tokens), the tail bound's shortest paths (relax), pruning (live_states, reach) and
- * minimization (minimize, Hopcroft's). Each has a numpy twin in engine.py / automaton.py that gives the
+ * (text_tokens), the tail bound's shortest paths (relax), pruning (live_states, reach), minimization
+ * (minimize, Hopcroft's) and the canonical numbering after it (bfs_order). Each has a numpy twin in engine.py / automaton.py that gives the
  * same result (tests/test_native.py compares them).
  *
  * No numpy headers: arrays come in through the buffer protocol (C-contiguous, the item sizes checked
@@ -1175,6 +1175,60 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------------------------------------
+ * bfs_order(table int32 (n, k), start, order int64 (out, n)) -> how many states the start reaches
+ *
+ * automaton._canonical's numbering: breadth-first from the start, each row's successors by symbol;
+ * order[s] is state s's number, -1 where the start does not reach it.
+ * ---------------------------------------------------------------------------------------------- */
+
+static PyObject *bfs_order(PyObject *self, PyObject *args) {
+    PyObject *o_t, *o_order;
+    Py_ssize_t k, start;
+    if (!PyArg_ParseTuple(args, "OnnO", &o_t, &k, &start, &o_order)) return NULL;
+    Buf t = {0}, order = {0};
+    PyObject *result = NULL;
+    int64_t *queue = NULL;
+    if (get_buf(o_t, &t, "table", 4, 0) || get_buf(o_order, &order, "order", 8, 1)) goto done;
+    Py_ssize_t n = N(order, int64_t);
+    if (k <= 0 || N(t, int32_t) != n * k || start < 0 || start >= n) {
+        PyErr_SetString(PyExc_ValueError, "bfs_order: table, order or start do not fit together");
+        goto done;
+    }
+    const int32_t *T = t.view.buf;
+    int64_t *O = order.view.buf;
+    queue = malloc(sizeof(int64_t) * (size_t)n);
+    if (!queue) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t s = 0; s < n; s++) O[s] = -1;
+    Py_ssize_t qh = 0, qt = 0;
+    O[start] = 0;
+    queue[qt++] = start;
+    while (qh < qt) {
+        int64_t s = queue[qh++];
+        for (Py_ssize_t j = 0; j < k; j++) {
+            int32_t y = T[s * k + j];
+            if (y < -1 || y >= n) {
+                PyErr_Format(PyExc_ValueError, "table entry (%lld, %zd): state %d outside 0..%zd", (long long)s, j, y,
+                             n - 1);
+                goto done;
+            }
+            if (y >= 0 && O[y] < 0) {
+                O[y] = qt;
+                queue[qt++] = y;
+            }
+        }
+    }
+    result = PyLong_FromSsize_t(qt);
+done:
+    free(queue);
+    release(&t);
+    release(&order);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"trie_build", trie_build, METH_VARARGS, "Sort the tokens and lay their trie out in preorder."},
     {"trie_walk", trie_walk, METH_VARARGS, "Every token the automaton accepts from a state, with its end state."},
@@ -1183,6 +1237,7 @@ static PyMethodDef methods[] = {
     {"minimize", minimize, METH_VARARGS, "Hopcroft's partition refinement (classes in place; returns how many)."},
     {"live_states", live_states, METH_VARARGS, "The states on a path from the start to acceptance."},
     {"relax", relax, METH_VARARGS, "Shortest unit-step distances from starting values, along edges."},
+    {"bfs_order", bfs_order, METH_VARARGS, "Breadth-first numbering from the start, successors by symbol."},
     {"reach", reach, METH_VARARGS, "Grow a set of states by everything reachable along sorted edges."},
     {"text_tokens", text_tokens, METH_VARARGS, "The tokens that spell pieces of a byte string."},
     {"trie_edges", trie_edges, METH_VARARGS, "(state, end state) of a token trie walked from states."},

@@ -1150,17 +1150,22 @@ def _canonical(
     automaton was built. Every state must be reachable from the start (pruning sees to it)."""
     n = table.shape[0]
     order = np.full(n, -1, dtype=np.int64)
-    order[start] = 0
-    frontier = np.array([start], dtype=np.int64)
-    count = 1
-    while len(frontier):
-        targets = table[frontier].reshape(-1)  # row by row, symbols ascending: the visiting order
-        targets = targets[targets >= 0]
-        targets = targets[order[targets] < 0]
-        _, first = np.unique(targets, return_index=True)
-        frontier = targets[np.sort(first)]
-        order[frontier] = np.arange(count, count + len(frontier))
-        count += len(frontier)
+    core = native_core.module()
+    if core is not None:
+        table = np.ascontiguousarray(table, dtype=np.int32)
+        count = core.bfs_order(table, table.shape[1], start, order)
+    else:
+        order[start] = 0
+        frontier = np.array([start], dtype=np.int64)
+        count = 1
+        while len(frontier):
+            targets = table[frontier].reshape(-1)  # row by row, symbols ascending: the visiting order
+            targets = targets[targets >= 0]
+            targets = targets[order[targets] < 0]
+            _, first = np.unique(targets, return_index=True)
+            frontier = targets[np.sort(first)]
+            order[frontier] = np.arange(count, count + len(frontier))
+            count += len(frontier)
     if count != n:
         raise GrammarError(f"internal: {n - count} automaton states are unreachable after pruning")
     inverse = np.empty(n, dtype=np.int64)
