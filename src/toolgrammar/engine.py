@@ -203,22 +203,12 @@ class TokenTable:
     def _build_preorder(self, core: ModuleType) -> None:
         """The trie again, in preorder for the C core's depth-first walk (``pre_end[i]``: where node ``i``'s
         subtree ends; ``pre_tokens[pre_start[i]:pre_start[i + 1]]``: the tokens that end at node ``i``)."""
-        n, total = self.n_tokens, int(self.lengths.sum())
-        order = np.empty(n, dtype=np.int64)
-        sym = np.empty(total, dtype=np.int16)
-        depth = np.empty(total, dtype=np.int32)
-        end = np.empty(total, dtype=np.int32)
-        leaf = np.empty(n, dtype=np.int32)
-        whole = np.empty(total, dtype=np.uint8)
-        nodes = core.trie_build(self.flat, self.offsets, self.lengths, order, sym, depth, end, leaf, whole)
-        self.pre_whole = whole[:nodes].copy()
-        self.pre_sym = sym[:nodes].copy()
-        self.pre_depth = depth[:nodes].copy()
-        self.pre_end = end[:nodes].copy()
-        self.pre_tokens = order
-        self.pre_start = np.searchsorted(leaf[order], np.arange(nodes + 1)).astype(np.int32)
-        self.trie_leaf_pre = leaf
-        self.pre_max_depth = int(self.pre_depth.max())
+        trie = self.sub_trie(self.all_ids)
+        self.pre_sym, self.pre_depth, self.pre_end = trie.sym, trie.depth, trie.end
+        self.pre_start, self.pre_tokens, self.pre_max_depth = trie.start, trie.tokens, trie.max_depth
+        self.pre_whole = trie.whole
+        self.trie_leaf_pre = trie.leaf
+        nodes = len(trie.sym)
         self.pre_sub_low0 = np.empty(nodes, dtype=np.uint64)
         self.pre_sub_low1 = np.empty(nodes, dtype=np.uint64)
         self.pre_sub_high = np.empty(nodes, dtype=np.uint8)
@@ -226,8 +216,9 @@ class TokenTable:
         self._build_text_index(core)
 
     def sub_trie(self, tokens: np.ndarray) -> SubTrie:
-        """The trie of ``tokens`` alone (ids), laid out for the core (the budget bound walks a few thousand
-        tokens from every state: a shared prefix is walked once, a rejected one skipped)."""
+        """The trie of ``tokens`` (ids), laid out for the core: the whole vocabulary's for the masks, the
+        bound's tokens alone for its edges (a few thousand tokens walked from every state: a shared prefix
+        is walked once, a rejected one skipped)."""
         core = self.native
         if core is None:
             raise RuntimeError("sub_trie needs the C core (TokenTable.native is None)")
@@ -243,7 +234,16 @@ class TokenTable:
         whole = np.empty(total, dtype=np.uint8)
         nodes = core.trie_build(self.flat, offsets, lengths, order, sym, depth, end, leaf, whole)
         start = np.searchsorted(leaf[order], np.arange(nodes + 1)).astype(np.int32)
-        return SubTrie(sym[:nodes], depth[:nodes], end[:nodes], start, tokens[order], int(depth[:nodes].max(initial=0)))
+        return SubTrie(
+            sym[:nodes].copy(),
+            depth[:nodes].copy(),
+            end[:nodes].copy(),
+            start,
+            np.asarray(tokens)[order],
+            int(depth[:nodes].max(initial=0)),
+            leaf,
+            whole[:nodes].copy(),
+        )
 
     def _build_text_index(self, core: ModuleType) -> None:
         """What :meth:`text_pieces` and :meth:`greedy_tokens` read: the trie's first two levels as tables, and per
@@ -286,23 +286,26 @@ class TokenTable:
                 node_token[node] = i
         node_token[np.isin(node_token, np.fromiter(special, dtype=np.int64, count=len(special)))] = -1
 
-    def _text_node(self, core: ModuleType, data: bytes) -> int:
-        if not data:
-            return -1
+    def _text_tokens(self, core: ModuleType, data: bytes, mode: int, max_len: int, out: np.ndarray) -> int:
+        """The core's ``text_tokens`` over this table's byte index (see ``_native.c`` for the modes)."""
         return int(
             core.text_tokens(
                 np.frombuffer(data, dtype=np.uint8),
-                2,
-                len(data),
+                mode,
+                max_len,
                 self.text_root,
                 self.text_level2,
                 self.pre_sym,
                 self.pre_depth,
                 self.pre_end,
                 self.node_token,
-                np.empty(0, dtype=np.int64),
+                out,
             )
         )
+
+    def _text_node(self, core: ModuleType, data: bytes) -> int:
+        """The node that spells ``data`` by its bytes, or -1."""
+        return self._text_tokens(core, data, 2, len(data), np.empty(0, dtype=np.int64)) if data else -1
 
     def text_pieces(self, data: bytes, max_len: int = 32) -> np.ndarray | None:
         """Every token (ids, with repeats) that spells ``data[i:j]``, ``j - i <= max_len``, as
@@ -311,19 +314,7 @@ class TokenTable:
         if core is None or not self.text_index_exact:
             return None
         out = np.empty(max(1, len(data) * max_len), dtype=np.int64)
-        k = core.text_tokens(
-            np.frombuffer(data, dtype=np.uint8),
-            0,
-            max_len,
-            self.text_root,
-            self.text_level2,
-            self.pre_sym,
-            self.pre_depth,
-            self.pre_end,
-            self.node_token,
-            out,
-        )
-        return out[:k]
+        return out[: self._text_tokens(core, data, 0, max_len, out)]
 
     def greedy_pieces(self, data: bytes, max_len: int = 32) -> list[int] | int | None:
         """``data`` cut into the longest tokens first (as :meth:`text_pieces` names them): the ids, or the
@@ -332,18 +323,7 @@ class TokenTable:
         if core is None or not self.text_index_exact:
             return None
         out = np.empty(max(1, len(data)), dtype=np.int64)
-        k = core.text_tokens(
-            np.frombuffer(data, dtype=np.uint8),
-            1,
-            max_len,
-            self.text_root,
-            self.text_level2,
-            self.pre_sym,
-            self.pre_depth,
-            self.pre_end,
-            self.node_token,
-            out,
-        )
+        k = self._text_tokens(core, data, 1, max_len, out)
         return -1 - k if k < 0 else out[:k].tolist()
 
     def walk_native(self, transitions: np.ndarray, state: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -527,6 +507,10 @@ class SubTrie:
     start: np.ndarray
     tokens: np.ndarray
     max_depth: int
+    leaf: np.ndarray
+    """The node that ends each token, in the order the tokens were given."""
+    whole: np.ndarray
+    """Per node: every token of its subtree is whole UTF-8 characters from the node on."""
 
 
 class Loops:
