@@ -7,6 +7,7 @@
 - Completeness (invariant 2): :func:`assert_never_masked` / :func:`assert_masked` / :func:`assert_cut_in_block`
   replay token ids through a token grammar.
 - Streaming: :func:`assert_every_split_reads_the_same`.
+- :func:`random_trees`: a hypothesis strategy of grammar trees (compose and C-core tests).
 - :func:`byte_vocabulary` / :func:`byte_encode`: a toy byte-level vocabulary with a format's markers as whole
   added tokens, for the families whose tokenizer does not ship on PyPI.
 
@@ -20,7 +21,9 @@ from typing import Any
 
 import jsonschema
 import numpy as np
+from hypothesis import strategies as st
 
+from toolgrammar import automaton as A
 from toolgrammar.automaton import DFA
 from toolgrammar.engine import TokenGrammar
 from toolgrammar.parser import TurnStreamParser, parse_turn
@@ -235,3 +238,30 @@ def assert_every_split_reads_the_same(text: str, tools: Any, fmt: str, whole: An
         stream.feed(text[:cut])
         stream.feed(text[cut:])
         assert stream.finish() == whole, cut
+
+
+def random_trees() -> st.SearchStrategy[A.Node]:
+    """Random grammar trees over a three-letter alphabet, every node kind among them: joins that overlap
+    (and fall back to subset construction) are the rule, not the exception."""
+    leaves = st.one_of(
+        st.text(alphabet="ab", min_size=0, max_size=2).map(A.lit),
+        st.sampled_from(["ab", "bc", "abc", "a"]).map(A.chars),
+    )
+
+    def extend(children: st.SearchStrategy[A.Node]) -> st.SearchStrategy[A.Node]:
+        return st.one_of(
+            st.lists(children, min_size=1, max_size=3).map(lambda xs: A.seq(*xs)),
+            st.lists(children, min_size=1, max_size=3).map(lambda xs: A.alt(*xs)),
+            st.tuples(children, st.integers(0, 2), st.one_of(st.none(), st.integers(0, 3))).map(
+                lambda t: A.repeat(t[0], t[1], None if t[2] is None else max(t[1], t[2]))
+            ),
+            st.tuples(children, st.booleans()).map(lambda t: A.group(t[0], safe=t[1])),
+            children.map(A.shared),
+            children.map(lambda c: A.avoiding(c, "ab")),
+            children.map(lambda c: A.not_prefixed(c, "a")),
+            st.tuples(st.lists(st.tuples(children, st.booleans()), min_size=1, max_size=4), children).map(
+                lambda t: A.Members(tuple(t[0]), t[1])
+            ),
+        )
+
+    return st.recursive(leaves, extend, max_leaves=12)

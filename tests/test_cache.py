@@ -201,3 +201,36 @@ def test_the_cache_can_be_switched_off(tmp_path: Path, monkeypatch: pytest.Monke
     assert cache.load("grammars", "k") is None
     grammar = compile_turn(TOOLS)
     assert not grammar.from_cache
+
+
+def _renumbered(dfa):
+    """``dfa`` with its states in another order (the start kept first): the same automaton, numbered otherwise."""
+    n = dfa.n_states
+    order = np.array([dfa.start] + [s for s in range(n - 1, -1, -1) if s != dfa.start])  # new -> old
+    new_of = np.empty(n, dtype=np.int32)
+    new_of[order] = np.arange(n, dtype=np.int32)
+    rows = dfa.transitions[order]
+    table = np.where(rows >= 0, new_of[np.maximum(rows, 0)], -1).astype(np.int32)
+    return type(dfa)(table, 0, dfa.accepting[order], dfa.safe[order])
+
+
+def test_the_cached_bound_is_keyed_by_the_numbering_of_the_tails_built_up_front(
+    root: Path, monkeypatch: pytest.MonkeyPatch, qwen3_vocab
+):
+    """A named tool's tail is built with the grammar and its states are in the per-state bound that goes to
+    disk. A compiler that numbers that tail otherwise (an upgrade) must not read the old table: a stale
+    bound under-counts what a state needs and the budget guarantee breaks (a turn cut inside a block)."""
+    from toolgrammar import engine, lazy
+
+    tools_ = [{"type": "function", "function": TOOLS[0]}]
+    options = {"tool_choice": "get_weather", "parallel_tool_calls": False}
+    first = engine.TokenGrammar(compile_turn(tools_, **options), qwen3_vocab)
+    assert first.auto.expanded, "the named tool's tail is built up front"
+    engine._grammars.clear()
+    lazy.clear_tail_cache()
+    real = lazy.compile_dfa
+    monkeypatch.setattr(lazy, "compile_dfa", lambda node, **kw: _renumbered(real(node, **kw)))
+    again = engine.TokenGrammar(compile_turn(tools_, **options), qwen3_vocab)
+    assert not np.array_equal(again.transitions, first.transitions), "the tail is numbered otherwise"
+    assert again.key != first.key
+    assert np.array_equal(again.dist, again._distances())

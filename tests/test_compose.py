@@ -14,8 +14,8 @@ import re
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
+from grammar_checks import random_trees
 from toolgrammar import automaton as A
 from toolgrammar.compose import compose_dfa
 from toolgrammar.errors import GrammarError
@@ -147,34 +147,7 @@ def test_every_format_composes_to_the_same_automaton(fmt):
 
 
 # Random trees over a three-letter alphabet: joins that overlap are the rule, not the exception.
-
-
-def _trees() -> st.SearchStrategy[A.Node]:
-    leaves = st.one_of(
-        st.text(alphabet="ab", min_size=0, max_size=2).map(A.lit),
-        st.sampled_from(["ab", "bc", "abc", "a"]).map(A.chars),
-    )
-
-    def extend(children: st.SearchStrategy[A.Node]) -> st.SearchStrategy[A.Node]:
-        return st.one_of(
-            st.lists(children, min_size=1, max_size=3).map(lambda xs: A.seq(*xs)),
-            st.lists(children, min_size=1, max_size=3).map(lambda xs: A.alt(*xs)),
-            st.tuples(children, st.integers(0, 2), st.one_of(st.none(), st.integers(0, 3))).map(
-                lambda t: A.repeat(t[0], t[1], None if t[2] is None else max(t[1], t[2]))
-            ),
-            st.tuples(children, st.booleans()).map(lambda t: A.group(t[0], safe=t[1])),
-            children.map(A.shared),
-            children.map(lambda c: A.avoiding(c, "ab")),
-            children.map(lambda c: A.not_prefixed(c, "a")),
-            st.tuples(st.lists(st.tuples(children, st.booleans()), min_size=1, max_size=4), children).map(
-                lambda t: A.Members(tuple(t[0]), t[1])
-            ),
-        )
-
-    return st.recursive(leaves, extend, max_leaves=12)
-
-
-TREES = _trees()
+TREES = random_trees()
 
 
 # The strategy's own repr (a recursive one) is long; hypothesis warns about printing it.

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from grammar_checks import random_trees
 from toolgrammar import automaton as A
 from toolgrammar import native
 from toolgrammar.engine import TokenGrammar, TokenTable
@@ -307,3 +308,111 @@ def test_relax_finds_the_least_fixpoint(seed, n):
     order = np.argsort(dst, kind="stable")
     native.module().relax(got, np.ascontiguousarray(dst[order]), np.ascontiguousarray(src[order]), inf)
     assert np.array_equal(np.minimum(got, inf), np.minimum(want, inf))
+
+
+def _subset_both_ways(node: A.Node) -> tuple[object, object]:
+    """``subset_dfa`` with the core and without it: the automaton's arrays, or the refusal's message."""
+    outcome = []
+    for on in ("1", "0"):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv(native.ENV, on)
+            try:
+                dfa = A.subset_dfa(node, False)
+            except A.GrammarError as error:
+                outcome.append(str(error))
+                continue
+        table, start, accepting, safe = dfa.transitions, dfa.start, dfa.accepting, dfa.safe
+        renumbered = A._canonical(table, start, accepting, safe)[0]
+        assert np.array_equal(renumbered, table), "the states are not numbered breadth-first by symbol"
+        outcome.append((table.tolist(), start, accepting.tolist(), safe.tolist(), dfa.stats["nfa_states"]))
+    return outcome[0], outcome[1]
+
+
+@pytest.mark.filterwarnings("ignore:Generating overly large repr")
+@settings(max_examples=500, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(random_trees())
+def test_subset_construction_builds_the_same_automaton(node):
+    """The core's subset construction and the Python loop: the same states in the same (canonical) order,
+    transitions, accepting and safe flags, on random trees of every node kind."""
+    with_core, without = _subset_both_ways(node)
+    assert with_core == without
+
+
+@pytest.mark.parametrize(("toolset", "options"), CASES)
+def test_subset_construction_of_real_grammars(toolset, options):
+    """Whole turns (a dispatch's keys and tails inside) and every tool's tail, as the compiler meets them."""
+    grammar = compile_turn(TOOLSETS[toolset], **options)
+    skeleton = A.compile_skeleton(grammar.node)
+    nodes = [grammar.node] + [tail for d in skeleton.dispatches for tail in d.tails]
+    for node in nodes:
+        with_core, without = _subset_both_ways(node)
+        assert isinstance(with_core, tuple), with_core
+        assert with_core == without
+
+
+def test_subset_construction_refuses_past_the_state_limit(monkeypatch):
+    """Both loops stop at MAX_DFA_STATES with the same message (the core returns None, never a partial table)."""
+    node = A.repeat(A.alt(A.lit("ab"), A.lit("a")), 0, 40)
+    monkeypatch.setattr(A, "MAX_DFA_STATES", 25)
+    with_core, without = _subset_both_ways(node)
+    assert with_core == without == "grammar too large: more than 25 DFA states"
+
+
+def test_subset_refuses_arrays_that_do_not_fit():
+    core = native.module()
+    ptr = np.array([0, 1, 1], dtype=np.int64)
+    bits = np.zeros(5, dtype=np.uint64)
+    bits[0] = 1 << 7
+    eps_ptr = np.zeros(3, dtype=np.int64)
+    none = np.zeros(0, dtype=np.int32)
+    safe = np.zeros(2, dtype=np.uint8)
+    outside = np.array([2], dtype=np.int32)
+    with pytest.raises(ValueError, match=r"edge 0 leads to 2, outside 0\.\.1"):
+        core.subset(ptr, bits, outside, eps_ptr, none, safe, 0, 1, A.N_SYMBOLS, 100)
+    too_many = bits.copy()
+    too_many[4] = 1 << 3  # symbol 259: past the 258 symbols
+    with pytest.raises(ValueError, match="edge 0 holds a symbol past 257"):
+        core.subset(ptr, too_many, np.array([1], dtype=np.int32), eps_ptr, none, safe, 0, 1, A.N_SYMBOLS, 100)
+    with pytest.raises(ValueError, match="the NFA's arrays do not fit together"):
+        core.subset(ptr, bits, np.array([1], dtype=np.int32), eps_ptr, none, safe, 0, 5, A.N_SYMBOLS, 100)
+    table, accepting, safe_out = core.subset(
+        ptr, bits, np.array([1], dtype=np.int32), eps_ptr, none, safe, 0, 1, A.N_SYMBOLS, 100
+    )
+    rows = np.frombuffer(table, dtype=np.int32).reshape(-1, A.N_SYMBOLS)
+    assert rows.shape == (2, A.N_SYMBOLS) and rows[0, 7] == 1 and (np.delete(rows[0], 7) == -1).all()
+    assert accepting == b"\x00\x01" and safe_out == b"\x00\x00"
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1), st.integers(1, 30), st.integers(0, 5), st.integers(0, 1000))
+def test_rows_are_shifted_the_same_way(seed, n, first_row, shift):
+    """``shift_into`` (compose's stacking, lazy tails' appending): the core and numpy write the same rows."""
+    src = np.random.default_rng(seed).integers(-1, n, size=(n, A.N_SYMBOLS)).astype(np.int32)
+    outs = []
+    for on in ("1", "0"):
+        dst = np.full((first_row + n + 2, A.N_SYMBOLS), 7, dtype=np.int32)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv(native.ENV, on)
+            A.shift_into(src, dst, first_row, shift)
+        outs.append(dst)
+    assert np.array_equal(outs[0], outs[1])
+    assert (outs[0][:first_row] == 7).all() and (outs[0][first_row + n :] == 7).all()
+    assert np.array_equal(outs[0][first_row : first_row + n], np.where(src >= 0, src + shift, -1))
+
+
+def test_shifting_and_compacting_refuse_what_does_not_fit():
+    core = native.module()
+    src = np.zeros((2, 4), dtype=np.int32)
+    with pytest.raises(ValueError, match="the rows do not fit in dst"):
+        core.shift_rows(src, np.zeros((2, 4), dtype=np.int32), 1, 4, 0)
+    with pytest.raises(ValueError, match="entry 1 holds -3"):
+        core.shift_rows(np.array([[0, -3, 0, 0]], dtype=np.int32), np.zeros((1, 4), dtype=np.int32), 0, 4, 0)
+    table = np.array([[1, -1], [0, 2]], dtype=np.int32)  # 2 rows: target 2 is no state
+    with pytest.raises(ValueError, match=r"table entry \(1, 1\) = 2, outside -1\.\.1"):
+        core.compact(
+            table, np.array([0, 1], dtype=np.int64), np.array([0, 1], dtype=np.int32), np.empty((2, 2), np.int32)
+        )
+    with pytest.raises(ValueError, match=r"keep\[0\] = 5, outside 0\.\.1"):
+        core.compact(
+            table, np.array([5], dtype=np.int64), np.array([0, -1], dtype=np.int32), np.empty((1, 2), np.int32)
+        )

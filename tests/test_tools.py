@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from toolgrammar import tools
 from toolgrammar.errors import ToolgrammarError, ToolSchemaError
 from toolgrammar.tools import (
     ANNOTATION_KEYWORDS,
@@ -793,9 +794,10 @@ def test_any_of_with_constraining_siblings_is_distributed() -> None:
         "anyOf": [{"type": "string", "enum": ["a"]}, {"type": "string", "maxLength": 2}]
     }
     # A branch the siblings exclude matches nothing and is dropped; when all are, the node is refused.
-    assert load_one(obj(a={"type": "string", "anyOf": [{"type": "integer"}, {"maxLength": 2}]}))["properties"][
-        "a"
-    ] == {"type": "string", "maxLength": 2}
+    assert load_one(obj(a={"type": "string", "anyOf": [{"type": "integer"}, {"maxLength": 2}]}))["properties"]["a"] == {
+        "type": "string",
+        "maxLength": 2,
+    }
     schema_error(
         obj(a={"type": "string", "anyOf": [{"type": "integer"}, {"type": "null"}]}),
         r"no branch of the anyOf/oneOf is compatible with the rest of the node",
@@ -1488,3 +1490,29 @@ def test_invalid_unused_definitions_are_refused(parameters: Any, pointer: str) -
 def test_valid_unused_definitions_are_still_accepted() -> None:
     params = {**obj(a={"type": "string"}), "$defs": {"U": {"anyOf": [{"type": "string"}, {"pattern": "x"}]}}}
     assert load_one(params)["properties"] == {"a": {"type": "string"}}
+
+
+def test_definitions_a_ref_inlined_are_not_meta_checked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The meta-schema check (milliseconds a call) runs on the definitions no ``$ref`` walked whole: an inlined
+    one was checked keyword by keyword as it was normalized. A definition inside an inlined one is still
+    looked at, and an invalid unused one is still refused."""
+    checked: list[Any] = []
+    real = jsonschema.Draft202012Validator.check_schema
+
+    def counting(schema: Any, *args: Any, **kwargs: Any) -> None:
+        checked.append(schema)
+        real(schema, *args, **kwargs)
+
+    monkeypatch.setattr(jsonschema.Draft202012Validator, "check_schema", counting)
+    monkeypatch.setattr(tools, "_META_CHECK", False)
+    monkeypatch.setenv("TOOLGRAMMAR_CACHE", "off")  # normalized now, not read back
+    tools._recent.clear()
+    used = {"type": "object", "properties": {"x": {"type": "integer"}}, "$defs": {"Inner": {"type": "string"}}}
+    unused = {"type": "boolean"}
+    params = {**obj(a={"$ref": "#/$defs/Used"}), "$defs": {"Used": used, "Unused": unused}}
+    assert load_one(params)["properties"]["a"]["properties"] == {"x": {"type": "integer"}}
+    assert checked == [used["$defs"]["Inner"], unused]
+    params["$defs"]["Used"] = {**used, "$defs": {"Inner": {"anyOf": []}}}
+    with pytest.raises(ToolSchemaError, match=r"invalid schema in .*checked even when no \$ref uses it") as info:
+        load_tools([entry(params)])
+    assert info.value.pointer == "/$defs/Used/$defs/Inner/anyOf"

@@ -9,12 +9,13 @@
  *
  * The rest is what first visits and compiles spend their time on around that walk: the trie's layout
  * (trie_build, trie_symbols), the budget bound's token edges (trie_edges) and literal tokens
- * (text_tokens), the tail bound's shortest paths (relax), pruning (live_states, reach), minimization
- * (minimize, Hopcroft's) and the canonical numbering after it (bfs_order). Each has a numpy twin in engine.py / automaton.py that gives the
- * same result (tests/test_native.py compares them).
+ * (text_tokens), the tail bound's shortest paths (relax), subset construction (subset), the joins of
+ * composed parts (shift_rows), pruning (live_states, reach, compact), minimization (minimize,
+ * Hopcroft's) and the canonical numbering after it (bfs_order). Each has a Python/numpy twin in
+ * engine.py / automaton.py / compose.py that gives the same result (tests/test_native.py compares them).
  *
  * No numpy headers: arrays come in through the buffer protocol (C-contiguous, the item sizes checked
- * below), and the caller allocates every output but trie_edges' (returned as bytes), so nothing here
+ * below), and the caller allocates every output but trie_edges' and subset's (returned as bytes), so nothing here
  * owns memory across calls. Module functions never keep references; all run with the GIL held (they
  * are short).
  */
@@ -1229,6 +1230,414 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------------------------------------
+ * subset(edge_ptr int64 (m+1), edge_bits uint64 (E, words), edge_dst int32 (E), eps_ptr int64 (m+1),
+ *        eps_dst int32, safe uint8 (m), start, end, n_symbols, max_states)
+ *   -> (table bytes (n, n_symbols) int32, accepting bytes (n), safe bytes (n)), or None past max_states
+ *
+ * automaton.subset_dfa's loop: the Thompson NFA (m states; state x's edges are edge_ptr[x] ..
+ * edge_ptr[x+1]-1, each a symbol set of `words` 64-bit words and a target; its epsilon moves likewise)
+ * determinized from the closure of `start`. DFA states are numbered breadth-first, successors by
+ * symbol (the numbering automaton._canonical gives), so the result does not depend on the NFA's edge
+ * order. A DFA state accepts when its set holds `end`, and is safe when any of its NFA states is.
+ * ---------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    int32_t *data;
+    Py_ssize_t len, cap;
+} IntVec;
+
+static int vec_push(IntVec *v, int32_t x) {
+    if (v->len == v->cap) {
+        Py_ssize_t cap = v->cap ? 2 * v->cap : 1024;
+        int32_t *grown = realloc(v->data, sizeof(int32_t) * (size_t)cap);
+        if (!grown) return -1;
+        v->data = grown;
+        v->cap = cap;
+    }
+    v->data[v->len++] = x;
+    return 0;
+}
+
+static int cmp_int32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static uint64_t hash_set(const int32_t *xs, Py_ssize_t n) {
+    uint64_t h = 0xcbf29ce484222325ULL ^ (uint64_t)n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        h ^= (uint64_t)(uint32_t)xs[i];
+        h *= 0x100000001b3ULL;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+static PyObject *subset(PyObject *self, PyObject *args) {
+    PyObject *o_ep, *o_eb, *o_ed, *o_xp, *o_xd, *o_safe;
+    Py_ssize_t start, end, k, max_states;
+    if (!PyArg_ParseTuple(args, "OOOOOOnnnn", &o_ep, &o_eb, &o_ed, &o_xp, &o_xd, &o_safe, &start, &end, &k,
+                          &max_states))
+        return NULL;
+    Buf ep = {0}, eb = {0}, ed = {0}, xp = {0}, xd = {0}, sf = {0};
+    PyObject *result = NULL;
+    int32_t *clo_at = NULL, *mark = NULL, *cmark = NULL, *stack = NULL, *gather = NULL, *table = NULL;
+    int64_t *sym_start = NULL, *slots = NULL;
+    uint64_t *sym_hash = NULL;
+    int32_t *sym_rep = NULL, *sym_target = NULL;
+    uint8_t *acc = NULL, *safe_out = NULL;
+    IntVec clo = {0}, pool = {0}, se = {0}; /* se: per symbol, the targets of the edges that hold it */
+    int64_t *set_at = NULL; /* set i is pool.data[set_at[i] .. set_at[i+1]) */
+    Py_ssize_t n_sets = 0, set_cap = 0, n_slots = 0;
+    if (get_buf(o_ep, &ep, "edge_ptr", 8, 0) || get_buf(o_eb, &eb, "edge_bits", 8, 0) ||
+        get_buf(o_ed, &ed, "edge_dst", 4, 0) || get_buf(o_xp, &xp, "eps_ptr", 8, 0) ||
+        get_buf(o_xd, &xd, "eps_dst", 4, 0) || get_buf(o_safe, &sf, "safe", 1, 0))
+        goto done;
+    Py_ssize_t m = N(sf, uint8_t), n_edges = N(ed, int32_t), n_eps = N(xd, int32_t);
+    Py_ssize_t words = (k + 63) / 64;
+    const int64_t *EP = ep.view.buf, *XP = xp.view.buf;
+    const uint64_t *EB = eb.view.buf;
+    const int32_t *ED = ed.view.buf, *XD = xd.view.buf;
+    const uint8_t *SF = sf.view.buf;
+    if (k <= 0 || N(ep, int64_t) != m + 1 || N(xp, int64_t) != m + 1 || N(eb, uint64_t) != n_edges * words ||
+        start < 0 || start >= m || end < 0 || end >= m || EP[0] != 0 || XP[0] != 0 || EP[m] != n_edges ||
+        XP[m] != n_eps) {
+        PyErr_SetString(PyExc_ValueError, "subset: the NFA's arrays do not fit together");
+        goto done;
+    }
+    for (Py_ssize_t x = 0; x < m; x++) {
+        if (EP[x + 1] < EP[x] || XP[x + 1] < XP[x]) {
+            PyErr_Format(PyExc_ValueError, "subset: NFA state %zd: edge ranges not ascending", x);
+            goto done;
+        }
+    }
+    for (Py_ssize_t e = 0; e < n_edges; e++)
+        if (ED[e] < 0 || ED[e] >= m) {
+            PyErr_Format(PyExc_ValueError, "subset: edge %zd leads to %d, outside 0..%zd", e, ED[e], m - 1);
+            goto done;
+        }
+    for (Py_ssize_t e = 0; e < n_eps; e++)
+        if (XD[e] < 0 || XD[e] >= m) {
+            PyErr_Format(PyExc_ValueError, "subset: epsilon move %zd leads to %d, outside 0..%zd", e, XD[e], m - 1);
+            goto done;
+        }
+    for (Py_ssize_t e = 0; e < n_edges; e++)
+        if (k % 64 && (EB[e * words + words - 1] >> (k % 64)))
+            {
+                PyErr_Format(PyExc_ValueError, "subset: edge %zd holds a symbol past %zd", e, k - 1);
+                goto done;
+            }
+    clo_at = malloc(sizeof(int32_t) * (size_t)(2 * m + 1)); /* [2x]: start in clo, [2x+1]: length; -1 unset */
+    mark = calloc((size_t)m, sizeof(int32_t));
+    cmark = calloc((size_t)m, sizeof(int32_t)); /* the closures' own marks: a closure is built inside a gather */
+    stack = malloc(sizeof(int32_t) * (size_t)(m + n_eps + 1));
+    sym_start = malloc(sizeof(int64_t) * (size_t)(k + 1));
+    sym_hash = malloc(sizeof(uint64_t) * (size_t)k);
+    sym_rep = malloc(sizeof(int32_t) * (size_t)k);
+    sym_target = malloc(sizeof(int32_t) * (size_t)k);
+    gather = malloc(sizeof(int32_t) * (size_t)(m + 1));
+    if (!clo_at || !mark || !cmark || !stack || !sym_start || !sym_hash || !sym_rep || !sym_target || !gather) goto nomem;
+    for (Py_ssize_t x = 0; x < 2 * m; x++) clo_at[x] = -1;
+    int32_t stamp = 0, cstamp = 0;
+
+/* The closure of NFA state x, computed once: clo.data[clo_at[2x] .. + clo_at[2x+1]). */
+#define CLOSURE_OF(x)                                                                                        \
+    do {                                                                                                     \
+        if (clo_at[2 * (x)] < 0) {                                                                           \
+            cstamp++;                                                                                        \
+            Py_ssize_t sp = 0, first = clo.len;                                                              \
+            stack[sp++] = (int32_t)(x);                                                                      \
+            cmark[x] = cstamp;                                                                               \
+            while (sp) {                                                                                     \
+                int32_t y = stack[--sp];                                                                     \
+                if (vec_push(&clo, y)) goto nomem;                                                           \
+                for (int64_t q = XP[y]; q < XP[y + 1]; q++)                                                  \
+                    if (cmark[XD[q]] != cstamp) {                                                            \
+                        cmark[XD[q]] = cstamp;                                                               \
+                        stack[sp++] = XD[q];                                                                 \
+                    }                                                                                        \
+            }                                                                                                \
+            clo_at[2 * (x)] = (int32_t)first;                                                                \
+            clo_at[2 * (x) + 1] = (int32_t)(clo.len - first);                                                \
+        }                                                                                                    \
+    } while (0)
+
+    /* The hash table of sets (open addressing over set ids, -1 empty), grown at half full. */
+    n_slots = 1024;
+    slots = malloc(sizeof(int64_t) * (size_t)n_slots);
+    if (!slots) goto nomem;
+    for (Py_ssize_t i = 0; i < n_slots; i++) slots[i] = -1;
+    set_cap = 256;
+    set_at = malloc(sizeof(int64_t) * (size_t)(set_cap + 1));
+    if (!set_at) goto nomem;
+    set_at[0] = 0;
+
+    /* Interns the set gather[0..g) (sorted, distinct): its DFA state, a new one appended when unseen
+       (-2 past max_states). */
+#define INTERN(g, out)                                                                                       \
+    do {                                                                                                     \
+        uint64_t h_ = hash_set(gather, (g));                                                                 \
+        Py_ssize_t at_ = (Py_ssize_t)(h_ & (uint64_t)(n_slots - 1));                                         \
+        (out) = -1;                                                                                          \
+        while (slots[at_] >= 0) {                                                                            \
+            int64_t id_ = slots[at_];                                                                        \
+            if (set_at[id_ + 1] - set_at[id_] == (g) &&                                                      \
+                !memcmp(pool.data + set_at[id_], gather, sizeof(int32_t) * (size_t)(g))) {                   \
+                (out) = (int32_t)id_;                                                                        \
+                break;                                                                                       \
+            }                                                                                                \
+            at_ = (at_ + 1) & (n_slots - 1);                                                                 \
+        }                                                                                                    \
+        if ((out) < 0) {                                                                                     \
+            if (n_sets >= max_states) {                                                                      \
+                (out) = -2;                                                                                  \
+                break;                                                                                       \
+            }                                                                                                \
+            if (n_sets == set_cap) {                                                                         \
+                int64_t *grown_ = realloc(set_at, sizeof(int64_t) * (size_t)(2 * set_cap + 1));              \
+                if (!grown_) goto nomem;                                                                     \
+                set_at = grown_;                                                                             \
+                set_cap *= 2;                                                                                \
+            }                                                                                                \
+            for (Py_ssize_t i_ = 0; i_ < (g); i_++)                                                          \
+                if (vec_push(&pool, gather[i_])) goto nomem;                                                 \
+            set_at[n_sets + 1] = pool.len;                                                                   \
+            slots[at_] = n_sets;                                                                             \
+            (out) = (int32_t)n_sets++;                                                                       \
+            if (2 * n_sets > n_slots) {                                                                      \
+                Py_ssize_t grown_n_ = 2 * n_slots;                                                           \
+                int64_t *grown_ = malloc(sizeof(int64_t) * (size_t)grown_n_);                                \
+                if (!grown_) goto nomem;                                                                     \
+                for (Py_ssize_t i_ = 0; i_ < grown_n_; i_++) grown_[i_] = -1;                               \
+                for (Py_ssize_t id2_ = 0; id2_ < n_sets; id2_++) {                                           \
+                    uint64_t h2_ = hash_set(pool.data + set_at[id2_], (Py_ssize_t)(set_at[id2_ + 1] - set_at[id2_])); \
+                    Py_ssize_t a2_ = (Py_ssize_t)(h2_ & (uint64_t)(grown_n_ - 1));                           \
+                    while (grown_[a2_] >= 0) a2_ = (a2_ + 1) & (grown_n_ - 1);                               \
+                    grown_[a2_] = id2_;                                                                      \
+                }                                                                                            \
+                free(slots);                                                                                 \
+                slots = grown_;                                                                              \
+                n_slots = grown_n_;                                                                          \
+            }                                                                                                \
+        }                                                                                                    \
+    } while (0)
+
+    {
+        CLOSURE_OF(start);
+        Py_ssize_t g = clo_at[2 * start + 1];
+        memcpy(gather, clo.data + clo_at[2 * start], sizeof(int32_t) * (size_t)g);
+        qsort(gather, (size_t)g, sizeof(int32_t), cmp_int32);
+        int32_t id;
+        INTERN(g, id);
+        (void)id;
+    }
+    Py_ssize_t table_cap = 0;
+    for (Py_ssize_t i = 0; i < n_sets; i++) {
+        const int32_t *members = pool.data + set_at[i];
+        Py_ssize_t size = (Py_ssize_t)(set_at[i + 1] - set_at[i]);
+        for (Py_ssize_t s = 0; s <= k; s++) sym_start[s] = 0;
+        for (Py_ssize_t a = 0; a < size; a++)
+            for (int64_t e = EP[members[a]]; e < EP[members[a] + 1]; e++)
+                for (Py_ssize_t w = 0; w < words; w++) {
+                    uint64_t bits = EB[e * words + w];
+                    while (bits) {
+                        sym_start[w * 64 + __builtin_ctzll(bits) + 1]++;
+                        bits &= bits - 1;
+                    }
+                }
+        for (Py_ssize_t s = 0; s < k; s++) sym_start[s + 1] += sym_start[s];
+        se.len = 0;
+        while (se.cap < sym_start[k])
+            if (vec_push(&se, 0)) goto nomem;
+        se.len = sym_start[k];
+        for (Py_ssize_t s = 0; s < k; s++) sym_hash[s] = (uint64_t)sym_start[s]; /* fill cursor, for now */
+        for (Py_ssize_t a = 0; a < size; a++)
+            for (int64_t e = EP[members[a]]; e < EP[members[a] + 1]; e++)
+                for (Py_ssize_t w = 0; w < words; w++) {
+                    uint64_t bits = EB[e * words + w];
+                    while (bits) {
+                        Py_ssize_t s = w * 64 + __builtin_ctzll(bits);
+                        se.data[sym_hash[s]++] = ED[e];
+                        bits &= bits - 1;
+                    }
+                }
+        if (n_sets > table_cap || !table) {
+            Py_ssize_t cap = table_cap ? table_cap : 256;
+            while (cap < n_sets + 1) cap *= 2;
+            int32_t *grown = realloc(table, sizeof(int32_t) * (size_t)(cap * k));
+            if (!grown) goto nomem;
+            table = grown;
+            table_cap = cap;
+        }
+        int32_t *row = table + i * k;
+        Py_ssize_t n_reps = 0;
+        for (Py_ssize_t s = 0; s < k; s++) {
+            Py_ssize_t lo = sym_start[s], len = sym_start[s + 1] - lo;
+            if (!len) {
+                row[s] = -1;
+                continue;
+            }
+            uint64_t h = hash_set(se.data + lo, len);
+            int32_t found = -1;
+            for (Py_ssize_t r = 0; r < n_reps; r++) {
+                Py_ssize_t rs = sym_rep[r], rlo = sym_start[rs], rlen = sym_start[rs + 1] - rlo;
+                if (sym_hash[r] == h && rlen == len && !memcmp(se.data + rlo, se.data + lo, sizeof(int32_t) * (size_t)len)) {
+                    found = sym_target[r];
+                    break;
+                }
+            }
+            if (found < 0) {
+                stamp++;
+                Py_ssize_t g = 0;
+                for (Py_ssize_t q = lo; q < lo + len; q++) {
+                    int32_t t = se.data[q];
+                    CLOSURE_OF(t);
+                    const int32_t *c = clo.data + clo_at[2 * t];
+                    for (int32_t j = 0; j < clo_at[2 * t + 1]; j++)
+                        if (mark[c[j]] != stamp) {
+                            mark[c[j]] = stamp;
+                            gather[g++] = c[j];
+                        }
+                }
+                qsort(gather, (size_t)g, sizeof(int32_t), cmp_int32);
+                INTERN(g, found);
+                if (found == -2) {
+                    Py_INCREF(Py_None);
+                    result = Py_None;
+                    goto done;
+                }
+                members = pool.data + set_at[i]; /* the pool may have moved */
+                sym_hash[n_reps] = h;
+                sym_rep[n_reps] = (int32_t)s;
+                sym_target[n_reps] = found;
+                n_reps++;
+            }
+            row[s] = found;
+        }
+    }
+#undef CLOSURE_OF
+#undef INTERN
+    acc = malloc((size_t)n_sets + 1);
+    safe_out = malloc((size_t)n_sets + 1);
+    if (!acc || !safe_out) goto nomem;
+    for (Py_ssize_t i = 0; i < n_sets; i++) {
+        acc[i] = 0;
+        safe_out[i] = 0;
+        for (int64_t q = set_at[i]; q < set_at[i + 1]; q++) {
+            if (pool.data[q] == end) acc[i] = 1;
+            if (SF[pool.data[q]]) safe_out[i] = 1;
+        }
+    }
+    result = Py_BuildValue("(y#y#y#)", (const char *)table, (Py_ssize_t)(sizeof(int32_t) * (size_t)(n_sets * k)),
+                           (const char *)acc, n_sets, (const char *)safe_out, n_sets);
+    goto done;
+nomem:
+    PyErr_NoMemory();
+done:
+    free(clo_at); free(mark); free(cmark); free(stack); free(sym_start); free(sym_hash); free(sym_rep); free(sym_target);
+    free(gather); free(table); free(slots); free(set_at); free(acc); free(safe_out); free(clo.data); free(pool.data);
+    free(se.data);
+    release(&ep); release(&eb); release(&ed); release(&xp); release(&xd); release(&sf);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * shift_rows(src int32 (rows, k), dst int32 (out), first_row, k, shift)
+ *
+ * Copies the table src into dst from row first_row on, every target moved by shift and every -1
+ * (dead) kept: how compose.py stacks its parts' tables and lazy.py appends a tail (one pass over the
+ * rows; numpy's masked add took two and most of a large tail's joins).
+ * ---------------------------------------------------------------------------------------------- */
+
+static PyObject *shift_rows(PyObject *self, PyObject *args) {
+    PyObject *o_src, *o_dst;
+    Py_ssize_t first_row, k, shift;
+    if (!PyArg_ParseTuple(args, "OOnnn", &o_src, &o_dst, &first_row, &k, &shift)) return NULL;
+    Buf src = {0}, dst = {0};
+    PyObject *result = NULL;
+    if (get_buf(o_src, &src, "src", 4, 0) || get_buf(o_dst, &dst, "dst", 4, 1)) goto done;
+    Py_ssize_t n = N(src, int32_t);
+    if (k <= 0 || n % k || first_row < 0 || first_row * k + n > N(dst, int32_t) || shift < 0 ||
+        shift > INT32_MAX / 2) {
+        PyErr_SetString(PyExc_ValueError, "shift_rows: the rows do not fit in dst (or the shift is out of range)");
+        goto done;
+    }
+    const int32_t *S = src.view.buf;
+    int32_t *D = (int32_t *)dst.view.buf + first_row * k;
+    int32_t sh = (int32_t)shift;
+    for (Py_ssize_t x = 0; x < n; x++) {
+        int32_t v = S[x];
+        if (v < -1 || v > INT32_MAX / 2) {
+            PyErr_Format(PyExc_ValueError, "shift_rows: entry %zd holds %d, not a state or -1", x, v);
+            goto done;
+        }
+        D[x] = v < 0 ? -1 : v + sh;
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    release(&src);
+    release(&dst);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * compact(table int32 (n, k), keep int64 (m), remap int32 (n), out int32 (m, k))
+ *
+ * automaton._prune's renumbering: out[i] = table[keep[i]] with every target t read as remap[t]
+ * (-1 where t is -1 or remap[t] is -1, a dropped state).
+ * ---------------------------------------------------------------------------------------------- */
+
+static PyObject *compact(PyObject *self, PyObject *args) {
+    PyObject *o_t, *o_keep, *o_remap, *o_out;
+    if (!PyArg_ParseTuple(args, "OOOO", &o_t, &o_keep, &o_remap, &o_out)) return NULL;
+    Buf t = {0}, keep = {0}, remap = {0}, out = {0};
+    PyObject *result = NULL;
+    if (get_buf(o_t, &t, "table", 4, 0) || get_buf(o_keep, &keep, "keep", 8, 0) ||
+        get_buf(o_remap, &remap, "remap", 4, 0) || get_buf(o_out, &out, "out", 4, 1))
+        goto done;
+    Py_ssize_t n = N(remap, int32_t), m = N(keep, int64_t);
+    Py_ssize_t k = n ? N(t, int32_t) / n : 0;
+    if (n == 0 || k * n != N(t, int32_t) || N(out, int32_t) != m * k) {
+        PyErr_SetString(PyExc_ValueError, "compact: table, keep, remap and out do not fit together");
+        goto done;
+    }
+    const int32_t *T = t.view.buf, *R = remap.view.buf;
+    const int64_t *K = keep.view.buf;
+    int32_t *O = out.view.buf;
+    for (Py_ssize_t x = 0; x < n; x++)
+        if (R[x] < -1 || R[x] >= m) {
+            PyErr_Format(PyExc_ValueError, "compact: remap[%zd] = %d, outside -1..%zd", x, R[x], m - 1);
+            goto done;
+        }
+    for (Py_ssize_t i = 0; i < m; i++) {
+        if (K[i] < 0 || K[i] >= n) {
+            PyErr_Format(PyExc_ValueError, "compact: keep[%zd] = %lld, outside 0..%zd", i, (long long)K[i], n - 1);
+            goto done;
+        }
+        const int32_t *row = T + K[i] * k;
+        int32_t *o = O + i * k;
+        for (Py_ssize_t j = 0; j < k; j++) {
+            int32_t v = row[j];
+            if (v < -1 || v >= n) {
+                PyErr_Format(PyExc_ValueError, "compact: table entry (%lld, %zd) = %d, outside -1..%zd",
+                             (long long)K[i], j, v, n - 1);
+                goto done;
+            }
+            o[j] = v < 0 ? -1 : R[v];
+        }
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    release(&t);
+    release(&keep);
+    release(&remap);
+    release(&out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"trie_build", trie_build, METH_VARARGS, "Sort the tokens and lay their trie out in preorder."},
     {"trie_walk", trie_walk, METH_VARARGS, "Every token the automaton accepts from a state, with its end state."},
@@ -1241,6 +1650,9 @@ static PyMethodDef methods[] = {
     {"reach", reach, METH_VARARGS, "Grow a set of states by everything reachable along sorted edges."},
     {"text_tokens", text_tokens, METH_VARARGS, "The tokens that spell pieces of a byte string."},
     {"trie_edges", trie_edges, METH_VARARGS, "(state, end state) of a token trie walked from states."},
+    {"shift_rows", shift_rows, METH_VARARGS, "Copy a table's rows into another, targets shifted, dead kept."},
+    {"compact", compact, METH_VARARGS, "The kept rows of a table, targets renumbered."},
+    {"subset", subset, METH_VARARGS, "Subset construction of a Thompson NFA, states numbered breadth-first."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -21,6 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from types import ModuleType
 
 import numpy as np
 
@@ -994,10 +995,15 @@ def compile_dfa(node: Node, *, minimize: bool | None = True, compose: bool = Tru
 def subset_dfa(node: Node, safe: bool) -> DFA:
     """Thompson NFA of ``node``, then subset construction over symbol classes (start 0; not pruned).
 
-    ``safe`` marks every state (the node lies inside a safe :class:`Group`)."""
+    States are numbered breadth-first from the start, successors by symbol (as :func:`_canonical`
+    numbers them), whether the C core or the Python loop builds them. ``safe`` marks every state (the
+    node lies inside a safe :class:`Group`)."""
     builder = _Builder()
     start, end = builder.build(node, safe)
     nfa = builder.nfa
+    core = native_core.module()
+    if core is not None:
+        return _subset_native(core, nfa, start, end)
     eps = nfa.eps
 
     closure_cache: dict[int, frozenset[int]] = {}
@@ -1035,7 +1041,9 @@ def subset_dfa(node: Node, safe: bool) -> DFA:
         edges = [e for s in current for e in nfa.edges[s]]
         row: list[tuple[int, int]] = []
         if edges:
-            for block in _partition([m for m, _ in edges]):
+            # Blocks by their lowest symbol: new states are then numbered as _canonical numbers them,
+            # as the C core numbers them.
+            for block in sorted(_partition([m for m, _ in edges]), key=lambda b: b & -b):
                 target = closure(t for m, t in edges if m & block)
                 j = index.get(target)
                 if j is None:
@@ -1056,6 +1064,48 @@ def subset_dfa(node: Node, safe: bool) -> DFA:
     safe_flags = np.array(nfa.safe, dtype=bool)
     safe_sets = np.array([bool(safe_flags[list(st)].any()) for st in sets], dtype=bool)
     return DFA(table, 0, accepting, safe_sets, stats={"nfa_states": len(nfa.edges)})
+
+
+def _subset_native(core: ModuleType, nfa: _NFA, start: int, end: int) -> DFA:
+    """:func:`subset_dfa`'s loop in C (``_native.subset``): the NFA flattened into arrays, each edge's
+    symbol set as little-endian 64-bit words."""
+    m = len(nfa.edges)
+    edge_counts = np.fromiter((len(e) for e in nfa.edges), dtype=np.int64, count=m)
+    eps_counts = np.fromiter((len(e) for e in nfa.eps), dtype=np.int64, count=m)
+    edge_ptr = np.concatenate([[0], np.cumsum(edge_counts)]).astype(np.int64)
+    eps_ptr = np.concatenate([[0], np.cumsum(eps_counts)]).astype(np.int64)
+    flat = [e for row in nfa.edges for e in row]
+    bits = np.frombuffer(b"".join(mask.to_bytes(_MASK_BYTES, "little") for mask, _ in flat), dtype="<u8")
+    dst = np.fromiter((t for _, t in flat), dtype=np.int32, count=len(flat))
+    eps_dst = np.fromiter((t for row in nfa.eps for t in row), dtype=np.int32, count=int(eps_ptr[-1]))
+    safe = np.frombuffer(bytes(nfa.safe), dtype=np.uint8)
+    done = core.subset(edge_ptr, bits, dst, eps_ptr, eps_dst, safe, start, end, N_SYMBOLS, MAX_DFA_STATES)
+    if done is None:
+        raise GrammarError(f"grammar too large: more than {MAX_DFA_STATES} DFA states")
+    table, accepting, safe_sets = done
+    table = np.frombuffer(bytearray(table), dtype=np.int32).reshape(-1, N_SYMBOLS)
+    accepting = np.frombuffer(accepting, dtype=np.uint8).astype(bool)
+    safe_sets = np.frombuffer(safe_sets, dtype=np.uint8).astype(bool)
+    return DFA(table, 0, accepting, safe_sets, stats={"nfa_states": m})
+
+
+def shift_into(src: np.ndarray, dst: np.ndarray, first_row: int, shift: int) -> None:
+    """``dst[first_row : first_row + len(src)] = src`` with every target moved by ``shift`` (dead stays dead).
+
+    How composed parts are stacked and lazy tails appended: one pass in the C core (numpy's masked add
+    is two, and was most of a large tail's joins)."""
+    core = native_core.module()
+    if core is not None:
+        core.shift_rows(np.ascontiguousarray(src, dtype=np.int32), dst, first_row, dst.shape[1], shift)
+        return
+    out = dst[first_row : first_row + src.shape[0]]
+    out[...] = src
+    if shift:
+        np.add(src, shift, out=out, where=src >= 0)
+
+
+_MASK_BYTES = 8 * ((N_SYMBOLS + 63) // 64)
+"""A symbol mask's bytes in the C core's layout (whole 64-bit words)."""
 
 
 def _prune(
@@ -1080,7 +1130,11 @@ def _prune(
         keep = _live_numpy(table, start, accepting)
     remap = np.full(n + 1, DEAD, dtype=np.int32)  # index n maps DEAD (-1) to DEAD
     remap[keep] = np.arange(len(keep), dtype=np.int32)
-    new = remap[table[keep]]  # -1 indexes the last slot, which holds DEAD
+    if core is not None:
+        new = np.empty((len(keep), table.shape[1]), dtype=np.int32)
+        core.compact(table, keep.astype(np.int64), remap[:n], new)
+    else:
+        new = remap[table[keep]]  # -1 indexes the last slot, which holds DEAD
     if minimize or (minimize is None and len(keep) <= MINIMIZE_UP_TO):
         table, start, accepting, safe = _minimize(new, int(remap[start]), accepting[keep], safe[keep])
         table, start, accepting, safe = _canonical(table, start, accepting, safe)

@@ -46,6 +46,7 @@ from .automaton import (
     indices_of_mask,
     not_prefixed_dfa,
     shared_dfa,
+    shift_into,
     subset_dfa,
 )
 from .errors import GrammarError
@@ -77,22 +78,21 @@ def _flagged(dfa: DFA, safe: bool) -> DFA:
     return DFA(dfa.transitions, dfa.start, dfa.accepting, np.ones(dfa.n_states, dtype=bool))
 
 
-def _stack(parts: list[DFA]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The parts' tables side by side (targets shifted), their flags, and each part's first row index."""
+def _stack(parts: list[DFA], spare: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The parts' tables side by side (targets shifted), their flags, and each part's first row index;
+    ``spare`` rows more at the end (unset, flags False) for the caller's own rows, so that adding
+    them costs no second copy of the table."""
     sizes = np.array([p.n_states for p in parts], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     total = int(sizes.sum())
-    if total > MAX_DFA_STATES:
+    if total + spare > MAX_DFA_STATES:
         raise GrammarError(f"grammar too large: more than {MAX_DFA_STATES} DFA states")
-    table = np.empty((total, N_SYMBOLS), dtype=np.int32)
+    table = np.empty((total + spare, N_SYMBOLS), dtype=np.int32)
     for p, off in zip(parts, offsets.tolist(), strict=True):
-        t = p.transitions
-        out = table[off : off + p.n_states]
-        out[...] = t
-        if off:
-            np.add(t, off, out=out, where=t >= 0)
-    accepting = np.concatenate([p.accepting for p in parts]).astype(bool)
-    safe = np.concatenate([p.safe for p in parts]).astype(bool)
+        shift_into(p.transitions, table, off, off)
+    spare_flags = np.zeros(spare, dtype=bool)
+    accepting = np.concatenate([p.accepting for p in parts] + [spare_flags]).astype(bool)
+    safe = np.concatenate([p.safe for p in parts] + [spare_flags]).astype(bool)
     return table, accepting, safe, offsets
 
 
@@ -188,6 +188,7 @@ def determinize(
     *,
     within: int | None = None,
     link: tuple[frozenset[int], int] | None = None,
+    spare: int = 0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]] | None:
     """Rows for the sets of states ``entries``, read as one state each (their union), appended to ``table``.
 
@@ -199,6 +200,8 @@ def determinize(
 
     ``link=(ends, to)``: a set holding one of ``ends`` holds ``to`` as well (an epsilon move: the end
     of one part of a sequence is the start of the next, see :func:`concat`).
+
+    ``spare``: rows more at the end of the returned table (unset, flags False), as in :func:`_stack`.
     """
     n0 = table.shape[0]
     index: dict[frozenset[int], int] = {}
@@ -235,24 +238,31 @@ def determinize(
             rows.append(targets[inverse])
     except _Unfinished:
         return None
-    if not sets:
+    if not sets and not spare:
         return table, accepting, safe, ids
-    table = np.concatenate([table, np.stack(rows)])
-    accepting = np.concatenate([accepting, [bool(accepting[list(st)].any()) for st in sets]])
-    safe = np.concatenate([safe, [bool(safe[list(st)].any()) for st in sets]])
-    return table, accepting, safe, ids
+    grown = np.empty((n0 + len(sets) + spare, N_SYMBOLS), dtype=np.int32)
+    grown[:n0] = table
+    if rows:
+        grown[n0 : n0 + len(rows)] = np.stack(rows)
+    flags = np.zeros(spare, dtype=bool)
+    new_accepting = np.array([bool(accepting[list(st)].any()) for st in sets], dtype=bool)
+    new_safe = np.array([bool(safe[list(st)].any()) for st in sets], dtype=bool)
+    accepting = np.concatenate([accepting, new_accepting, flags])
+    safe = np.concatenate([safe, new_safe, flags])
+    return grown, accepting, safe, ids
 
 
 def star(item: DFA, safe_flag: bool) -> DFA | None:
     """``item*``, or None when ``item``'s accepting states overlap its first row."""
-    table, accepting, safe = item.transitions.copy(), item.accepting.copy(), item.safe.copy()
+    table, accepting, safe, _ = _stack([item], spare=1)
     first = table[item.start].copy()
-    if not _merge_rows(table, np.flatnonzero(accepting), first):
+    ends = np.flatnonzero(accepting)
+    if not _merge_rows(table, ends, first):
         return None
-    safe[accepting] |= safe[item.start]
-    table = np.concatenate([table, first[None, :]])
-    accepting = np.append(accepting, True)
-    safe = np.append(safe, safe_flag or bool(item.safe[item.start]))
+    safe[ends] |= safe[item.start]
+    table[-1] = first
+    accepting[-1] = True
+    safe[-1] = safe_flag or bool(item.safe[item.start])
     return _raw(table, table.shape[0] - 1, accepting, safe)
 
 
@@ -263,16 +273,15 @@ def up_to(item: DFA, count: int, safe_flag: bool) -> DFA | None:
     ends = np.flatnonzero(item.accepting)
     if count > 1 and (item.transitions[ends][:, first >= 0] >= 0).any():
         return None
-    table, accepting, safe, offsets = _stack([item] * count)
+    table, accepting, safe, offsets = _stack([item] * count, spare=1)
     n = item.n_states
     for k in range(count - 1):
         nxt = int(offsets[k + 1]) + item.start
         _merge_rows(table, int(offsets[k]) + ends, table[nxt].copy())
         safe[int(offsets[k]) + ends] |= safe[nxt]
-    entry = table[item.start].copy()  # the first copy's first row, from a state that accepts
-    table = np.concatenate([table, entry[None, :]])
-    accepting = np.append(accepting, True)
-    safe = np.append(safe, safe_flag or bool(item.safe[item.start]))
+    table[-1] = table[item.start]  # the first copy's first row, from a state that accepts
+    accepting[-1] = True
+    safe[-1] = safe_flag or bool(item.safe[item.start])
     assert table.shape[0] == count * n + 1
     return _raw(table, table.shape[0] - 1, accepting, safe)
 
@@ -303,7 +312,7 @@ def _members_table(members: list[DFA], required: list[bool], sep: DFA) -> DFA | 
             safe[member_ends[j]] |= safe[first]
         accepting[member_ends[j]] = may_end[j + 1]
     done = determinize(
-        table, accepting, safe, [next_members(k) for k in range(n)], within=int(offsets[n]) if n > 1 else None
+        table, accepting, safe, [next_members(k) for k in range(n)], within=int(offsets[n]) if n > 1 else None, spare=1
     )
     if done is None:
         return None
@@ -314,10 +323,9 @@ def _members_table(members: list[DFA], required: list[bool], sep: DFA) -> DFA | 
             return None
         accepting[ends] = accepting[entries[k]]
         safe[ends] |= safe[entries[k]]
-    start_row = table[entries[0]]
-    table = np.concatenate([table, start_row[None, :]])
-    accepting = np.append(accepting, may_end[0] or bool(accepting[entries[0]]))
-    safe = np.append(safe, bool(safe[entries[0]]))
+    table[-1] = table[entries[0]]
+    accepting[-1] = may_end[0] or bool(accepting[entries[0]])
+    safe[-1] = bool(safe[entries[0]])
     return _raw(table, table.shape[0] - 1, accepting, safe)
 
 

@@ -642,10 +642,12 @@ class TokenGrammar:
             tokens = self._greedy_tokens(witness)
             self._dist_tokens.update(tokens)
             self._stub_weights[stub] = len(tokens)
-        # The per-state table below is only valid for this numbering of the states: the skeleton's own
-        # digest keys it too, so a compiler that numbers states otherwise never reads a stale table.
-        skeleton = hashlib.sha256(grammar.skeleton.dfa.transitions.tobytes()).hexdigest()
-        self.key = hashlib.sha256((grammar.fingerprint + vocab.fingerprint + skeleton).encode()).hexdigest()
+        # The per-state table below is only valid for this numbering of the states: the digest of the
+        # automaton as it stands (the skeleton and the tails built with it) keys it too, so a compiler
+        # that numbers states otherwise never reads a stale table. (The skeleton alone was not enough:
+        # a tail built up front is numbered by the compiler too.)
+        numbering = hashlib.sha256(memoryview(np.ascontiguousarray(self.auto.transitions))).hexdigest()
+        self.key = hashlib.sha256((grammar.fingerprint + vocab.fingerprint + numbering).encode()).hexdigest()
         cached = disk_cache.load("token-grammars", self.key)
         if cached is not None and cached["dist"].shape == (self.n_states,):
             self.dist = cached["dist"]
@@ -653,6 +655,8 @@ class TokenGrammar:
             self.dist = self._distances()
             disk_cache.save("token-grammars", self.key, {"dist": self.dist})
         self._masks: dict[int, StateMask] = {}
+        self._same_row: dict[int, int] = {}  # state -> the representative of its row (see _representative)
+        self._rows_seen: dict[tuple[bytes, bool, bool], int] = {}
         self._needs: OrderedDict[int, np.ndarray] = OrderedDict()  # LRU: one byte per token each
         self._budget_masks: OrderedDict[tuple[int, int], StateMask] = OrderedDict()
         self.n_walks = 0
@@ -874,11 +878,31 @@ class TokenGrammar:
             with self._lock:
                 m = self._masks.get(state)
                 if m is None:
-                    m = self._compute(state)
+                    rep = self._representative(state)
+                    m = self._masks.get(rep) if rep != state else None
+                    if m is None:
+                        m = self._compute(state)
                     self._masks[state] = m
         if remaining is None or remaining - 1 >= m.max_need:
             return m
-        return self._budget_mask(state, remaining - 1)
+        return self._budget_mask(self._same_row.get(state, state), remaining - 1)
+
+    def _representative(self, state: int) -> int:
+        """The first state seen with ``state``'s row and flags: the two accept the same tokens, with the
+        same needs after them, so they share every mask.
+
+        Large tails are not minimized (see :func:`toolgrammar.lazy.tail_dfa`), and subset construction
+        leaves equivalent states with identical rows behind (a string's first character and the ones after
+        it): without this, each would walk the vocabulary on its first visit. A stub's row stands for a
+        tail not built yet, so a stub is only ever its own representative."""
+        rep = self._same_row.get(state)
+        if rep is None:
+            rep = state
+            if state not in self.auto.stubs:
+                key = (self.transitions[state].tobytes(), bool(self.auto.accepting[state]), bool(self.auto.safe[state]))
+                rep = self._rows_seen.setdefault(key, state)
+            self._same_row[state] = rep
+        return rep
 
     def _walk(self, state: int) -> np.ndarray:
         self.n_walks += 1
@@ -1099,7 +1123,8 @@ class TokenGrammar:
     def cache_bytes(self) -> int:
         """Memory held by cached masks (ids arrays), in bytes."""
         total = 0
-        for m in list(self._masks.values()) + list(self._budget_masks.values()):
+        shared = {id(m): m for m in list(self._masks.values()) + list(self._budget_masks.values())}
+        for m in shared.values():
             for arr in (m.banned, m.allowed):
                 if arr is not None:
                     total += arr.nbytes

@@ -26,7 +26,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .automaton import DEAD, DFA, HOLE_BYTE, N_SYMBOLS, Node, Skeleton, compile_dfa, shortest_witness
+from .automaton import DEAD, DFA, HOLE_BYTE, N_SYMBOLS, Node, Skeleton, compile_dfa, shift_into, shortest_witness
 from .errors import GrammarError
 
 MAX_CACHED_TAILS = 1024
@@ -153,7 +153,9 @@ class LazyAutomaton:
             tail = tail_dfa(d.cache_keys[b], d.tails[b])
             t = self.transitions
             off = self.n_states
-            rows = np.where(tail.transitions >= 0, tail.transitions + off, DEAD).astype(np.int32)
+            grown = np.empty((t.shape[0] + tail.n_states, N_SYMBOLS), dtype=np.int32)
+            shift_into(tail.transitions, grown, off, off)
+            rows = grown[off : off + tail.n_states]
             e_row = t[e]
             ends = np.flatnonzero(tail.accepting)
             clash = (rows[ends] >= 0) & (e_row >= 0)
@@ -165,9 +167,7 @@ class LazyAutomaton:
             rows[ends] = np.where(rows[ends] >= 0, rows[ends], e_row)
             accepting = tail.accepting & bool(self.accepting[e])
             safe = tail.safe | (tail.accepting & bool(self.safe[e]))
-            grown = np.empty((t.shape[0] + len(rows), N_SYMBOLS), dtype=np.int32)
             grown[:off] = t[:off]
-            grown[off : off + len(rows)] = rows
             grown[-1] = DEAD
             grown[stub] = rows[tail.start]
             self.accepting = np.concatenate([self.accepting, accepting])

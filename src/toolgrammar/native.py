@@ -3,12 +3,14 @@
 ``toolgrammar._native`` (``src/toolgrammar/_native.c``, built by ``pip install`` where a C compiler is
 found) walks the token trie depth-first and skips every subtree the automaton rejects, and walks the
 budget bound's token edges; :mod:`toolgrammar.engine` uses it when it is there and walks with numpy
-when it is not. Both give the same masks (``tests/test_native.py`` checks it state by state), so the
-core changes how fast a first visit is, never what it allows.
+when it is not. The compiler uses it for subset construction, the joins of composed parts, pruning
+and minimization. Both give the same masks and the same automata, states numbered alike
+(``tests/test_native.py`` checks it state by state), so the core changes how fast a compile or a first
+visit is, never what it allows.
 
 ``TOOLGRAMMAR_NATIVE=0`` turns the core off: to compare the two, or to rule the core out when something
 looks wrong. It is read when a token table is built (the mask walks keep that table's choice) and at
-each automaton compile (pruning, minimization).
+each automaton compile (subset construction, joins, pruning, minimization).
 """
 
 from __future__ import annotations

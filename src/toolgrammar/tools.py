@@ -869,6 +869,8 @@ class _Normalizer:
         self.nodes = 0
         self.lenient = lenient
         self.notes: list[str] = notes if notes is not None else []
+        self.inlined: set[str] = set()
+        """Pointers of the schemas a ``$ref`` inlined whole (checked keyword by keyword as they were)."""
 
     def run(self) -> dict[str, Any]:
         if self.root is None or self.root == {}:
@@ -887,9 +889,10 @@ class _Normalizer:
     def check_definitions(self, schema: Any, ptr: str) -> None:
         """Every ``$defs``/``definitions`` entry must be a valid JSON Schema, used or not.
 
-        Used ones were checked above as they were inlined; an unused one is dropped from the normalized
-        schema, but an invalid one (``{"anyOf": []}``) means the tool list is broken, so it is refused
-        rather than silently ignored. Only schema positions are walked, never enum or const data.
+        Used ones were checked above as they were inlined (and are not checked again: the meta-schema
+        check cost milliseconds per entry); an unused one is dropped from the normalized schema, but an
+        invalid one (``{"anyOf": []}``) means the tool list is broken, so it is refused rather than
+        silently ignored. Only schema positions are walked, never enum or const data.
         """
         if not isinstance(schema, dict):
             return
@@ -898,7 +901,8 @@ class _Normalizer:
             for name, sub in entries.items() if isinstance(entries, dict) else ():
                 sub_ptr = f"{ptr}/{defs}/{_escape(name)}"
                 try:
-                    jsonschema.Draft202012Validator.check_schema(sub)
+                    if sub_ptr not in self.inlined:
+                        jsonschema.Draft202012Validator.check_schema(sub)
                 except jsonschema.exceptions.SchemaError as error:
                     where = sub_ptr + "".join(f"/{_escape(str(p))}" for p in error.path)
                     raise ToolSchemaError(
@@ -1642,7 +1646,9 @@ class _Normalizer:
 
     def ref(self, schema: dict[str, Any], ptr: str, here: tuple[str, ...], top: bool) -> Any:
         target_ptr, target = self.resolve_ref(schema, ptr, here, ())
-        return self.node(target, target_ptr, ancestors=here, top=top)
+        normalized = self.node(target, target_ptr, ancestors=here, top=top)
+        self.inlined.add(target_ptr)  # walked whole (allOf branches are merged, not walked: not counted)
+        return normalized
 
     def resolve_ref(
         self, schema: dict[str, Any], ptr: str, here: tuple[str, ...], visited: Sequence[str]
