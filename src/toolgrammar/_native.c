@@ -977,7 +977,8 @@ static PyObject *live_states(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OnOnO", &o_t, &k, &o_acc, &start, &o_keep)) return NULL;
     Buf t = {0}, acc = {0}, keep = {0};
     PyObject *result = NULL;
-    int64_t *rstart = NULL, *radj = NULL, *queue = NULL;
+    int64_t *fstart = NULL, *rstart = NULL, *queue = NULL, *seen_by = NULL;
+    int32_t *fadj = NULL, *radj = NULL;
     uint8_t *live = NULL;
     if (get_buf(o_t, &t, "table", 4, 0) || get_buf(o_acc, &acc, "accepting", 1, 0) ||
         get_buf(o_keep, &keep, "keep", 1, 1))
@@ -990,52 +991,52 @@ static PyObject *live_states(PyObject *self, PyObject *args) {
     const int32_t *T = t.view.buf;
     const uint8_t *A = acc.view.buf;
     uint8_t *K = keep.view.buf;
-    Py_ssize_t m = 0;
-    for (Py_ssize_t x = 0; x < n * k; x++) {
-        if (T[x] < -1 || T[x] >= n) {
-            PyErr_Format(PyExc_ValueError, "table entry %zd: state %d outside 0..%zd", x, T[x], n - 1);
+    size_t cells = (size_t)(n > 0 ? n : 1);
+    fstart = malloc(sizeof(int64_t) * (cells + 1));
+    rstart = calloc(cells + 1, sizeof(int64_t));
+    queue = malloc(sizeof(int64_t) * cells);
+    seen_by = malloc(sizeof(int64_t) * cells);
+    live = calloc(cells, 1);
+    Py_ssize_t cap = n > 0 ? 4 * n : 4, m = 0;
+    fadj = malloc(sizeof(int32_t) * (size_t)cap);
+    if (!fstart || !rstart || !queue || !seen_by || !live || !fadj) goto nomem;
+    /* One pass over the table: each row's distinct targets (seen_by[y] == s: y is listed for s already),
+     * as forward edges by source. A row sends most symbols to a few targets, so the edges are few. */
+    for (Py_ssize_t y = 0; y < n; y++) seen_by[y] = -1;
+    for (Py_ssize_t s = 0; s < n; s++) {
+        fstart[s] = m;
+        const int32_t *row = T + s * k;
+        for (Py_ssize_t j = 0; j < k; j++) {
+            int32_t y = row[j];
+            if (y < 0) {
+                if (y != -1) goto bad;
+                continue;
+            }
+            if (y >= n) goto bad;
+            if (seen_by[y] == s) continue;
+            seen_by[y] = s;
+            if (m == cap) {
+                int32_t *grown = realloc(fadj, sizeof(int32_t) * (size_t)(2 * cap));
+                if (!grown) goto nomem;
+                fadj = grown;
+                cap *= 2;
+            }
+            fadj[m++] = y;
+            rstart[y + 1]++;
+            continue;
+        bad:
+            PyErr_Format(PyExc_ValueError, "table entry %zd: state %d outside 0..%zd", s * k + j, y, n - 1);
             goto done;
         }
-        if (T[x] >= 0) m++;
     }
-    rstart = calloc((size_t)n + 1, sizeof(int64_t));
-    radj = malloc(sizeof(int64_t) * (size_t)(m > 0 ? m : 1));
-    queue = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
-    live = calloc((size_t)(n > 0 ? n : 1), 1);
-    int64_t *seen_by = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
-    if (!rstart || !radj || !queue || !live || !seen_by) {
-        free(seen_by);
-        PyErr_NoMemory();
-        goto done;
-    }
-    /* Reverse edges, as CSR by target, one per (source, target) pair: a row sends most symbols to a
-     * few targets (seen_by[y] == s: the pair is counted already). */
-    for (Py_ssize_t y = 0; y < n; y++) seen_by[y] = -1;
-    for (Py_ssize_t s = 0; s < n; s++)
-        for (Py_ssize_t j = 0; j < k; j++) {
-            int32_t y = T[s * k + j];
-            if (y >= 0 && seen_by[y] != s) {
-                seen_by[y] = s;
-                rstart[y + 1]++;
-            }
-        }
+    fstart[n] = m;
+    /* The reverse edges, as CSR by target, from the forward ones. */
     for (Py_ssize_t y = 0; y < n; y++) rstart[y + 1] += rstart[y];
-    {
-        int64_t *fill = queue; /* scratch */
-        for (Py_ssize_t y = 0; y < n; y++) {
-            fill[y] = rstart[y];
-            seen_by[y] = -1;
-        }
-        for (Py_ssize_t s = 0; s < n; s++)
-            for (Py_ssize_t j = 0; j < k; j++) {
-                int32_t y = T[s * k + j];
-                if (y >= 0 && seen_by[y] != s) {
-                    seen_by[y] = s;
-                    radj[fill[y]++] = s;
-                }
-            }
-    }
-    free(seen_by);
+    radj = malloc(sizeof(int32_t) * (size_t)(m > 0 ? m : 1));
+    if (!radj) goto nomem;
+    for (Py_ssize_t y = 0; y < n; y++) seen_by[y] = rstart[y]; /* fill cursors */
+    for (Py_ssize_t s = 0; s < n; s++)
+        for (int64_t e = fstart[s]; e < fstart[s + 1]; e++) radj[seen_by[fadj[e]]++] = (int32_t)s;
     Py_ssize_t qh = 0, qt = 0;
     for (Py_ssize_t s = 0; s < n; s++)
         if (A[s]) {
@@ -1045,7 +1046,7 @@ static PyObject *live_states(PyObject *self, PyObject *args) {
     while (qh < qt) {
         int64_t y = queue[qh++];
         for (int64_t e = rstart[y]; e < rstart[y + 1]; e++) {
-            int64_t s = radj[e];
+            int32_t s = radj[e];
             if (!live[s]) {
                 live[s] = 1;
                 queue[qt++] = s;
@@ -1063,9 +1064,9 @@ static PyObject *live_states(PyObject *self, PyObject *args) {
     queue[qt++] = start;
     while (qh < qt) {
         int64_t s = queue[qh++];
-        for (Py_ssize_t j = 0; j < k; j++) {
-            int32_t y = T[s * k + j];
-            if (y >= 0 && live[y] && !K[y]) {
+        for (int64_t e = fstart[s]; e < fstart[s + 1]; e++) {
+            int32_t y = fadj[e];
+            if (live[y] && !K[y]) {
                 K[y] = 1;
                 queue[qt++] = y;
             }
@@ -1073,11 +1074,17 @@ static PyObject *live_states(PyObject *self, PyObject *args) {
     }
     result = Py_True;
     Py_INCREF(result);
+    goto done;
+nomem:
+    PyErr_NoMemory();
 done:
+    free(fstart);
     free(rstart);
-    free(radj);
     free(queue);
+    free(seen_by);
     free(live);
+    free(fadj);
+    free(radj);
     release(&t);
     release(&acc);
     release(&keep);
