@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 
 from grammar_checks import random_trees
 from toolgrammar import automaton as A
+from toolgrammar import compose
 from toolgrammar.compose import compose_dfa
 from toolgrammar.errors import GrammarError
 from toolgrammar.formats import FORMATS, get_format
@@ -155,6 +156,14 @@ TREES = random_trees()
 @settings(max_examples=1000, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(TREES)
 def test_random_trees_compose_to_the_same_automaton(node):
+    with pytest.MonkeyPatch.context() as mp:
+        # Every node joined as tables (small parts are otherwise built by subset construction, and these
+        # trees are all small): the joins themselves are what is under test.
+        mp.setattr(compose, "SUBSET_UP_TO", 0)
+        _compare_with_subset_construction(node)
+
+
+def _compare_with_subset_construction(node: A.Node) -> None:
     try:
         reference = A.compile_dfa(node, compose=False)
     except GrammarError as error:
@@ -164,6 +173,39 @@ def test_random_trees_compose_to_the_same_automaton(node):
     composed = A.compile_dfa(node)
     error = isomorphism_error(composed, reference)
     assert error is None, error
+
+
+@pytest.mark.filterwarnings("ignore:Generating overly large repr")
+@settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(TREES, TREES)
+def test_parts_shared_by_several_parents_compose_to_the_same_automaton(a, b):
+    """The same part object in several places (as ``seq()`` flattens a shared sequence into each parent):
+    the composer grows a part's table in place only when no other build still holds it or will ask for
+    it, so every parent reads the part it was given."""
+    node = A.seq(A.alt(a, A.seq(b, a)), A.repeat(A.seq(a, b), 0, 2), A.group(a), A.repeat(b, 1, None), a)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(compose, "SUBSET_UP_TO", 0)
+        _compare_with_subset_construction(node)
+
+
+def test_a_part_is_grown_in_place_only_by_its_last_holder(monkeypatch):
+    """The members of an object are asked for by the object and, through seq()'s flattening, by its
+    parents: the table grown in place is the one no other build holds (it would read a resized table)."""
+    grown: list[int] = []
+    real = compose._growable
+
+    def spy(parts, owned):
+        i = real(parts, owned)
+        if i is not None:
+            grown.append(parts[i].n_states)
+        return i
+
+    monkeypatch.setattr(compose, "_growable", spy)
+    monkeypatch.setattr(compose, "SUBSET_UP_TO", 0)
+    inner = A.seq(A.lit("{"), A.star(A.chars("ab")), A.lit("}"))
+    node = A.seq(A.lit("["), inner, A.repeat(A.seq(A.lit(","), inner), 0, 3), A.lit("]"))
+    assert_same_automaton(node)
+    assert grown, "some part was grown in place"
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,8 @@ dropped by :func:`~toolgrammar.automaton.compile_dfa`'s pruning, once, at the en
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from .automaton import (
@@ -58,13 +60,43 @@ subset construction, which is faster than joining tables of 258 columns while au
 
 def compose_dfa(node: Node) -> DFA:
     """The DFA of ``node`` (unpruned; start, accepting and safe flags as subset construction has them)."""
-    return _Composer().build(node, False)
+    return _Composer(_references(node)).build(node, False)
+
+
+def _references(root: Node) -> dict[int, int]:
+    """How many times the composer will ask for each node of the tree (by id): once per reference from a
+    parent (the tree is a DAG: a part may be shared), the root once."""
+    refs: dict[int, int] = {id(root): 1}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        for child in _children(node):
+            seen = id(child) in refs
+            refs[id(child)] = refs.get(id(child), 0) + 1
+            if not seen:
+                stack.append(child)
+    return refs
+
+
+def _children(node: Node) -> list[Node]:
+    """The parts :meth:`_Composer._build` asks for, one entry per request."""
+    if isinstance(node, Seq | Alt):
+        return list(node.items)
+    if isinstance(node, Repeat | Group):
+        return [node.item]
+    if isinstance(node, Members):
+        return [m for m, _ in node.items] + [node.sep]
+    return []
+
+
+_GROWABLE = "composed"
+"""``DFA.stats`` flag: the table was allocated here, so the one consumer of the DFA may grow it in place."""
 
 
 def _raw(table: np.ndarray, start: int, accepting: np.ndarray, safe: np.ndarray) -> DFA:
     if table.shape[0] > MAX_DFA_STATES:
         raise GrammarError(f"grammar too large: more than {MAX_DFA_STATES} DFA states")
-    return DFA(transitions=table, start=start, accepting=accepting, safe=safe)
+    return DFA(transitions=table, start=start, accepting=accepting, safe=safe, stats={_GROWABLE: True})
 
 
 def _epsilon(safe: bool) -> DFA:
@@ -78,22 +110,58 @@ def _flagged(dfa: DFA, safe: bool) -> DFA:
     return DFA(dfa.transitions, dfa.start, dfa.accepting, np.ones(dfa.n_states, dtype=bool))
 
 
-def _stack(parts: list[DFA], spare: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _stack(
+    parts: list[DFA], spare: int = 0, owned: list[bool] | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The parts' tables side by side (targets shifted), their flags, and each part's first row index;
     ``spare`` rows more at the end (unset, flags False) for the caller's own rows, so that adding
-    them costs no second copy of the table."""
-    sizes = np.array([p.n_states for p in parts], dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    total = int(sizes.sum())
+    them costs no second copy of the table.
+
+    ``owned[i]``: nobody else holds ``parts[i]`` (see :meth:`_Composer.take`). The largest such part
+    whose table this module allocated goes first and keeps its table, grown in place (``realloc``,
+    which remaps large blocks rather than copying them): a schema's levels each wrap the part below in
+    a few rows (the object's braces, its members, the arguments), and copying the whole table at every
+    level was most of a large tail's joins. That part's DFA must not be used again."""
+    sizes = [p.n_states for p in parts]
+    total = sum(sizes)
     if total + spare > MAX_DFA_STATES:
         raise GrammarError(f"grammar too large: more than {MAX_DFA_STATES} DFA states")
-    table = np.empty((total + spare, N_SYMBOLS), dtype=np.int32)
-    for p, off in zip(parts, offsets.tolist(), strict=True):
-        shift_into(p.transitions, table, off, off)
-    spare_flags = np.zeros(spare, dtype=bool)
-    accepting = np.concatenate([p.accepting for p in parts] + [spare_flags]).astype(bool)
-    safe = np.concatenate([p.safe for p in parts] + [spare_flags]).astype(bool)
+    grow = _growable(parts, owned) if owned is not None else None
+    order = ([grow] if grow is not None else []) + [i for i in range(len(parts)) if i != grow]
+    offsets = np.zeros(len(parts), dtype=np.int64)
+    at = 0
+    for i in order:
+        offsets[i] = at
+        at += sizes[i]
+    accepting = np.concatenate([parts[i].accepting for i in order] + [np.zeros(spare, dtype=bool)]).astype(bool)
+    safe = np.concatenate([parts[i].safe for i in order] + [np.zeros(spare, dtype=bool)]).astype(bool)
+    if grow is not None:
+        table = parts[grow].transitions
+        table.resize((total + spare, N_SYMBOLS), refcheck=False)
+    else:
+        table = np.empty((total + spare, N_SYMBOLS), dtype=np.int32)
+    for i in order:
+        if i != grow:
+            shift_into(parts[i].transitions, table, int(offsets[i]), int(offsets[i]))
     return table, accepting, safe, offsets
+
+
+def _growable(parts: list[DFA], owned: list[bool]) -> int | None:
+    """The index of the largest part whose table may be grown in place, or None."""
+    best = None
+    for i, (p, mine) in enumerate(zip(parts, owned, strict=True)):
+        t = p.transitions
+        if (
+            mine
+            and p.stats.get(_GROWABLE)
+            and t.flags.owndata
+            and t.flags.c_contiguous
+            and t.dtype == np.int32
+            and sum(q is p for q in parts) == 1
+            and (best is None or p.n_states > parts[best].n_states)
+        ):
+            best = i
+    return best
 
 
 def _merge_rows(table: np.ndarray, targets: np.ndarray, row: np.ndarray) -> bool:
@@ -109,13 +177,15 @@ def _merge_rows(table: np.ndarray, targets: np.ndarray, row: np.ndarray) -> bool
     return True
 
 
-def concat(parts: list[DFA]) -> DFA:
+def concat(parts: list[DFA], owned: list[bool] | None = None) -> DFA:
     """``parts[0] parts[1] ...``: the parts side by side, each part's ends given the next part's first
-    row; where they overlap, determinized only until the two part ways (see :func:`determinize`)."""
+    row; where they overlap, determinized only until the two part ways (see :func:`determinize`).
+    ``owned``: as :func:`_stack` reads it (an owned part's DFA is used up)."""
     if len(parts) == 1:
         return parts[0]
-    table, accepting, safe, offsets = _stack(parts)
+    table, accepting, safe, offsets = _stack(parts, owned=owned)
     entry = [int(off) + p.start for off, p in zip(offsets, parts, strict=True)]  # where each part begins
+    sets = _Sets()  # the states each join below makes, kept for the joins to their left
     # Right to left, so that a part's first row already holds what follows when the part may be empty.
     for i in range(len(parts) - 2, -1, -1):
         nxt = entry[i + 1]
@@ -130,7 +200,7 @@ def concat(parts: list[DFA]) -> DFA:
         n0 = table.shape[0]
         end_list = ends.tolist()
         entries = [frozenset((e, nxt)) for e in end_list]
-        done = determinize(table, accepting, safe, entries, link=(frozenset(end_list), nxt))
+        done = determinize(table, accepting, safe, entries, link=(frozenset(end_list), nxt), sets=sets)
         assert done is not None  # no `within`
         table, accepting, safe, joined = done
         redirect = np.arange(n0, dtype=np.int32)
@@ -141,12 +211,12 @@ def concat(parts: list[DFA]) -> DFA:
     return _raw(table, entry[0], accepting, safe)
 
 
-def union(parts: list[DFA]) -> DFA:
+def union(parts: list[DFA], owned: list[bool] | None = None) -> DFA:
     """``parts[0] | parts[1] | ...``: the parts side by side under one start, determinized only where
-    they overlap (see :func:`determinize`)."""
+    they overlap (see :func:`determinize`). ``owned``: as :func:`_stack` reads it."""
     if len(parts) == 1:
         return parts[0]
-    table, accepting, safe, offsets = _stack(parts)
+    table, accepting, safe, offsets = _stack(parts, owned=owned)
     firsts = frozenset((offsets + np.array([p.start for p in parts], dtype=np.int64)).tolist())
     done = determinize(table, accepting, safe, [firsts])
     assert done is not None  # no `within`: every set is read
@@ -180,6 +250,29 @@ class _Unfinished(Exception):
     pass
 
 
+class _Sets:
+    """The states :func:`determinize` made, as the sets of other states they stand for, and back.
+
+    A set is always held flat (the states it stands for, never a made state among them): a sequence
+    joined right to left meets, at each join, the states the join to its right made, and sets of
+    sets would tell apart what is one state (the reference automaton of one test tree had 124 states;
+    its joins made 200,000 before this)."""
+
+    def __init__(self) -> None:
+        self.members: dict[int, frozenset[int]] = {}
+        self.state: dict[frozenset[int], int] = {}
+
+    def flat(self, states: Iterable[int]) -> frozenset[int]:
+        out: set[int] = set()
+        for s in states:
+            got = self.members.get(s)
+            if got is None:
+                out.add(s)
+            else:
+                out |= got
+        return frozenset(out)
+
+
 def determinize(
     table: np.ndarray,
     accepting: np.ndarray,
@@ -189,6 +282,7 @@ def determinize(
     within: int | None = None,
     link: tuple[frozenset[int], int] | None = None,
     spare: int = 0,
+    sets: _Sets | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]] | None:
     """Rows for the sets of states ``entries``, read as one state each (their union), appended to ``table``.
 
@@ -202,33 +296,39 @@ def determinize(
     of one part of a sequence is the start of the next, see :func:`concat`).
 
     ``spare``: rows more at the end of the returned table (unset, flags False), as in :func:`_stack`.
+
+    ``sets``: the states earlier calls on this table made (see :class:`_Sets`); the new ones are added.
     """
     n0 = table.shape[0]
-    index: dict[frozenset[int], int] = {}
-    sets: list[frozenset[int]] = []
+    known = _Sets() if sets is None else sets
+    made: list[frozenset[int]] = []
     ends, to = link if link is not None else (frozenset(), DEAD)
+    to_members = known.flat([to]) if link is not None else frozenset()
 
     def state_of(states: frozenset[int]) -> int:
+        states = known.flat(states)
         if ends and not ends.isdisjoint(states):
-            states = states | {to}
+            states = states | to_members
         if len(states) == 1:
             return next(iter(states))
-        j = index.get(states)
+        j = known.state.get(states)
         if j is None:
             if within is not None and max(states) >= within:
                 raise _Unfinished
-            j = index[states] = n0 + len(sets)
+            j = n0 + len(made)
             if j >= MAX_DFA_STATES:
                 raise GrammarError(f"grammar too large: more than {MAX_DFA_STATES} DFA states")
-            sets.append(states)
+            known.state[states] = j
+            known.members[j] = states
+            made.append(states)
         return j
 
     rows: list[np.ndarray] = []
     try:
         ids = [state_of(e) for e in entries]
         i = 0
-        while i < len(sets):
-            members = np.array(sorted(sets[i]), dtype=np.int64)
+        while i < len(made):
+            members = np.array(sorted(made[i]), dtype=np.int64)
             i += 1
             columns, inverse = _distinct_columns(table[members])
             targets = np.array(
@@ -238,27 +338,29 @@ def determinize(
             rows.append(targets[inverse])
     except _Unfinished:
         return None
-    if not sets and not spare:
+    if not made and not spare:
         return table, accepting, safe, ids
-    grown = np.empty((n0 + len(sets) + spare, N_SYMBOLS), dtype=np.int32)
+    grown = np.empty((n0 + len(made) + spare, N_SYMBOLS), dtype=np.int32)
     grown[:n0] = table
     if rows:
         grown[n0 : n0 + len(rows)] = np.stack(rows)
     flags = np.zeros(spare, dtype=bool)
-    new_accepting = np.array([bool(accepting[list(st)].any()) for st in sets], dtype=bool)
-    new_safe = np.array([bool(safe[list(st)].any()) for st in sets], dtype=bool)
+    new_accepting = np.array([bool(accepting[list(st)].any()) for st in made], dtype=bool)
+    new_safe = np.array([bool(safe[list(st)].any()) for st in made], dtype=bool)
     accepting = np.concatenate([accepting, new_accepting, flags])
     safe = np.concatenate([safe, new_safe, flags])
     return grown, accepting, safe, ids
 
 
-def star(item: DFA, safe_flag: bool) -> DFA | None:
-    """``item*``, or None when ``item``'s accepting states overlap its first row."""
-    table, accepting, safe, _ = _stack([item], spare=1)
-    first = table[item.start].copy()
-    ends = np.flatnonzero(accepting)
-    if not _merge_rows(table, ends, first):
+def star(item: DFA, safe_flag: bool, owned: bool = False) -> DFA | None:
+    """``item*``, or None when ``item``'s accepting states overlap its first row (checked before
+    anything is built: an owned ``item`` is left as it was)."""
+    first = item.transitions[item.start].copy()
+    ends = np.flatnonzero(item.accepting)
+    if (item.transitions[ends][:, first >= 0] >= 0).any():
         return None
+    table, accepting, safe, _ = _stack([item], spare=1, owned=[owned])
+    _merge_rows(table, ends, first)
     safe[ends] |= safe[item.start]
     table[-1] = first
     accepting[-1] = True
@@ -266,15 +368,15 @@ def star(item: DFA, safe_flag: bool) -> DFA | None:
     return _raw(table, table.shape[0] - 1, accepting, safe)
 
 
-def up_to(item: DFA, count: int, safe_flag: bool) -> DFA | None:
+def up_to(item: DFA, count: int, safe_flag: bool, owned: bool = False) -> DFA | None:
     """``item{0,count}`` as ``(item (item (...)?)?)?``, or None when ``item``'s accepting states overlap
-    its first row."""
+    its first row (checked before anything is built)."""
     first = item.transitions[item.start]
     ends = np.flatnonzero(item.accepting)
     if count > 1 and (item.transitions[ends][:, first >= 0] >= 0).any():
         return None
-    table, accepting, safe, offsets = _stack([item] * count, spare=1)
     n = item.n_states
+    table, accepting, safe, offsets = _stack([item] * count, spare=1, owned=[owned] * count)
     for k in range(count - 1):
         nxt = int(offsets[k + 1]) + item.start
         _merge_rows(table, int(offsets[k]) + ends, table[nxt].copy())
@@ -330,15 +432,36 @@ def _members_table(members: list[DFA], required: list[bool], sep: DFA) -> DFA | 
 
 
 class _Composer:
-    def __init__(self) -> None:
+    def __init__(self, references: dict[int, int]) -> None:
         self._cache: dict[tuple[int, bool], DFA] = {}
+        self._references = references
+        self._left: dict[int, int] = {}
+        """id of a DFA -> how many more times it will be handed out (by every cache entry that holds it)."""
+        self._held: dict[int, int] = {}
+        """id of a DFA -> how many builds hold it now (taken, not yet joined into their own DFA)."""
 
     def build(self, node: Node, safe: bool) -> DFA:
+        got, _ = self.take(node, safe)
+        self._done([got])
+        return got
+
+    def take(self, node: Node, safe: bool) -> tuple[DFA, bool]:
+        """``node``'s DFA, and whether the caller owns it: this was its last request and no other build
+        holds it, so nobody reads it again and the caller may grow its table in place. Requests are
+        counted per reference in the tree (:func:`_references`); a node built under both safe flags never
+        counts as used up. Every take is matched by :meth:`_done` once the caller's own DFA is built."""
         key = (id(node), safe)
         got = self._cache.get(key)
         if got is None:
             got = self._cache[key] = self._build(node, safe)
-        return got
+            self._left[id(got)] = self._left.get(id(got), 0) + self._references.get(id(node), 1)
+        self._left[id(got)] -= 1
+        self._held[id(got)] = self._held.get(id(got), 0) + 1
+        return got, self._left[id(got)] <= 0 and self._held[id(got)] == 1
+
+    def _done(self, parts: list[DFA]) -> None:
+        for p in parts:
+            self._held[id(p)] -= 1
 
     def _build(self, node: Node, safe: bool) -> DFA:
         if isinstance(node, Seq | Alt | Repeat | Members) and estimate_size(node) <= SUBSET_UP_TO:
@@ -355,7 +478,7 @@ class _Composer:
             table[0, indices_of_mask(node.mask)] = 1
             return _raw(table, 0, np.array([False, True]), np.full(2, safe))
         if isinstance(node, Group):
-            return self.build(node.item, safe or node.safe)
+            return self.build(node.item, safe or node.safe)  # passed up as it is: held by the parent next
         if isinstance(node, Embedded):
             return _flagged(node.dfa, safe)
         if isinstance(node, Shared):
@@ -364,12 +487,12 @@ class _Composer:
             return _flagged(avoid_dfa(node), safe)
         if isinstance(node, NotPrefixed):
             return _flagged(not_prefixed_dfa(node), safe)
-        if isinstance(node, Seq):
-            parts = [self.build(it, safe) for it in node.items]
-            return concat(parts)
-        if isinstance(node, Alt):  # a Dispatch too: its keys differ, but all open with the same quote
-            parts = [self.build(it, safe) for it in node.items]
-            return union(parts)
+        if isinstance(node, Seq | Alt):  # an Alt may be a Dispatch: its keys differ, all open with a quote
+            taken = [self.take(it, safe) for it in node.items]
+            parts, owned = [d for d, _ in taken], [o for _, o in taken]
+            joined = concat(parts, owned) if isinstance(node, Seq) else union(parts, owned)
+            self._done(parts)
+            return joined
         if isinstance(node, Repeat):
             return self._repeat(node, safe)
         if isinstance(node, Members):
@@ -377,29 +500,38 @@ class _Composer:
         raise GrammarError(f"unknown grammar node {type(node).__name__}")
 
     def _repeat(self, node: Repeat, safe: bool) -> DFA:
-        item = self.build(node.item, safe)
+        item, owned = self.take(node.item, safe)
+        try:
+            return self._repeat_of(node, item, owned and node.lo == 0, safe)  # lo > 0: joined once more
+        finally:
+            self._done([item])
+
+    def _repeat_of(self, node: Repeat, item: DFA, owned: bool, safe: bool) -> DFA:
         if node.hi is None:
-            rest = star(item, safe)
+            rest = star(item, safe, owned)
         elif node.hi > node.lo:
-            rest = up_to(item, node.hi - node.lo, safe)
+            rest = up_to(item, node.hi - node.lo, safe, owned)
         else:
             rest = _epsilon(safe)
         if rest is None:
             return self._fallback(Repeat(Embedded(item), node.lo, node.hi), safe)
-        return concat([item] * node.lo + [rest])
+        return concat([item] * node.lo + [rest], [False] * node.lo + [True])
 
     def _members(self, node: Members, safe: bool) -> DFA:
         """Members in one table: each member's DFA once, a copy of the separator before each member but
         the first, and at each junction the members that may come next (up to the first required one),
         determinized only through their keys. What follows a member depends on the member alone."""
-        members = [self.build(m, safe) for m, _ in node.items]
+        members = [self.take(m, safe)[0] for m, _ in node.items]
         required = [r for _, r in node.items]
-        sep = self.build(node.sep, safe)
-        joined = None if bool(sep.accepting[sep.start]) else _members_table(members, required, sep)
-        if joined is not None:
-            return joined
-        embedded = tuple((Embedded(m), r) for m, r in zip(members, required, strict=True))
-        return self._fallback(Members(embedded, Embedded(sep)), safe)
+        sep = self.take(node.sep, safe)[0]
+        try:
+            joined = None if bool(sep.accepting[sep.start]) else _members_table(members, required, sep)
+            if joined is not None:
+                return joined
+            embedded = tuple((Embedded(m), r) for m, r in zip(members, required, strict=True))
+            return self._fallback(Members(embedded, Embedded(sep)), safe)
+        finally:
+            self._done([*members, sep])
 
     def _fallback(self, node: Node, safe: bool) -> DFA:
         return subset_dfa(node, safe)
