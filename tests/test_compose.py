@@ -188,6 +188,27 @@ def test_parts_shared_by_several_parents_compose_to_the_same_automaton(a, b):
         _compare_with_subset_construction(node)
 
 
+def test_a_join_that_would_blow_up_falls_back_to_subset_construction(monkeypatch):
+    """Found by the test above: overlapping joins of loops, each part a small automaton, made more than
+    200,000 states (a refusal: "grammar too large") where the node's own subset construction makes 124.
+    Past JOIN_GROWTH the node is built by subset construction instead."""
+    monkeypatch.setattr(compose, "SUBSET_UP_TO", 0)
+    ab, abc = A.chars("ab"), A.chars("abc")
+    a = A.not_prefixed(A.Members(((A.lit(""), True), (A.lit(""), False), (ab, True), (ab, False)), ab), "a")
+    b = A.not_prefixed(A.Members(((ab, True), (A.lit(""), False), (abc, True), (abc, False)), ab), "a")
+    node = A.seq(A.alt(a, A.seq(b, a)), A.repeat(A.seq(a, b), 0, 2), A.group(a), A.repeat(b, 1, None), a)
+    fell_back: list[A.Node] = []
+    real = compose._Composer._fallback
+
+    def spy(self, n, safe):
+        fell_back.append(n)
+        return real(self, n, safe)
+
+    monkeypatch.setattr(compose._Composer, "_fallback", spy)
+    assert_same_automaton(node)
+    assert fell_back, "the join fell back"
+
+
 def test_a_part_is_grown_in_place_only_by_its_last_holder(monkeypatch):
     """The members of an object are asked for by the object and, through seq()'s flattening, by its
     parents: the table grown in place is the one no other build holds (it would read a resized table)."""

@@ -8,7 +8,11 @@ of states (a ``maxItems`` 4 array of objects holding ``maxItems`` 10 arrays of p
 two tables side by side, with ``b``'s first row copied into ``a``'s accepting states. Those joins
 are array operations here; a join whose rows would overlap (``a`` may go on with a symbol ``b`` may
 start with: an enum's strings all open with ``"``; optional object members share the separator)
-falls back to subset construction for that node alone, over its parts' DFAs already built.
+falls back to subset construction for that node alone, over its parts' DFAs already built; so does a
+join whose determinization grows past :data:`JOIN_GROWTH` (overlapping loops).
+
+A part that no other build holds or will ask for again is not copied into its parent's table: its own
+table is grown in place (see :meth:`_Composer.take`).
 
 What stays exact: the language, the accepting states and the ``safe`` flags. A joined state is the
 state subset construction would reach (its row the union of the disjoint rows, ``safe`` the OR of
@@ -200,7 +204,9 @@ def concat(parts: list[DFA], owned: list[bool] | None = None) -> DFA:
         n0 = table.shape[0]
         end_list = ends.tolist()
         entries = [frozenset((e, nxt)) for e in end_list]
-        done = determinize(table, accepting, safe, entries, link=(frozenset(end_list), nxt), sets=sets)
+        done = determinize(
+            table, accepting, safe, entries, link=(frozenset(end_list), nxt), sets=sets, limit=_join_limit(n0)
+        )
         assert done is not None  # no `within`
         table, accepting, safe, joined = done
         redirect = np.arange(n0, dtype=np.int32)
@@ -218,13 +224,17 @@ def union(parts: list[DFA], owned: list[bool] | None = None) -> DFA:
         return parts[0]
     table, accepting, safe, offsets = _stack(parts, owned=owned)
     firsts = frozenset((offsets + np.array([p.start for p in parts], dtype=np.int64)).tolist())
-    done = determinize(table, accepting, safe, [firsts])
+    done = determinize(table, accepting, safe, [firsts], limit=_join_limit(table.shape[0]))
     assert done is not None  # no `within`: every set is read
     table, accepting, safe, (start,) = done
     return _raw(table, start, accepting, safe)
 
 
 _WEIGHTS = np.random.default_rng(0x5EED).integers(1, 2**62, size=64, dtype=np.int64)
+
+
+def _join_limit(n: int) -> int:
+    return JOIN_GROWTH[0] * n + JOIN_GROWTH[1]
 
 
 def _distinct_columns(block: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -248,6 +258,17 @@ def _distinct_columns(block: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 class _Unfinished(Exception):
     pass
+
+
+class _JoinTooLarge(Exception):
+    """A join's determinization made more states than :data:`JOIN_GROWTH` allows: the node is built by
+    subset construction instead (what its own NFA gives, exact, and far smaller in the cases seen)."""
+
+
+JOIN_GROWTH = (4, 4096)
+"""A join of a table of n states may make up to ``4 * n + 4096`` states; past that, the node falls back.
+Overlapping joins of loops can otherwise make sets by the hundred thousand where the node's own subset
+construction makes a hundred (random trees found it; JSON's joins rarely overlap at all)."""
 
 
 class _Sets:
@@ -283,6 +304,7 @@ def determinize(
     link: tuple[frozenset[int], int] | None = None,
     spare: int = 0,
     sets: _Sets | None = None,
+    limit: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]] | None:
     """Rows for the sets of states ``entries``, read as one state each (their union), appended to ``table``.
 
@@ -298,6 +320,8 @@ def determinize(
     ``spare``: rows more at the end of the returned table (unset, flags False), as in :func:`_stack`.
 
     ``sets``: the states earlier calls on this table made (see :class:`_Sets`); the new ones are added.
+
+    ``limit``: raise :class:`_JoinTooLarge` past this many new states.
     """
     n0 = table.shape[0]
     known = _Sets() if sets is None else sets
@@ -316,6 +340,8 @@ def determinize(
             if within is not None and max(states) >= within:
                 raise _Unfinished
             j = n0 + len(made)
+            if limit is not None and len(made) >= limit:
+                raise _JoinTooLarge
             if j >= MAX_DFA_STATES:
                 raise GrammarError(f"grammar too large: more than {MAX_DFA_STATES} DFA states")
             known.state[states] = j
@@ -490,9 +516,12 @@ class _Composer:
         if isinstance(node, Seq | Alt):  # an Alt may be a Dispatch: its keys differ, all open with a quote
             taken = [self.take(it, safe) for it in node.items]
             parts, owned = [d for d, _ in taken], [o for _, o in taken]
-            joined = concat(parts, owned) if isinstance(node, Seq) else union(parts, owned)
-            self._done(parts)
-            return joined
+            try:
+                return concat(parts, owned) if isinstance(node, Seq) else union(parts, owned)
+            except _JoinTooLarge:
+                return self._fallback(node, safe)
+            finally:
+                self._done(parts)
         if isinstance(node, Repeat):
             return self._repeat(node, safe)
         if isinstance(node, Members):
@@ -515,7 +544,10 @@ class _Composer:
             rest = _epsilon(safe)
         if rest is None:
             return self._fallback(Repeat(Embedded(item), node.lo, node.hi), safe)
-        return concat([item] * node.lo + [rest], [False] * node.lo + [True])
+        try:
+            return concat([item] * node.lo + [rest], [False] * node.lo + [True])
+        except _JoinTooLarge:
+            return self._fallback(Repeat(Embedded(item), node.lo, node.hi), safe)
 
     def _members(self, node: Members, safe: bool) -> DFA:
         """Members in one table: each member's DFA once, a copy of the separator before each member but
