@@ -1254,6 +1254,18 @@ typedef struct {
     Py_ssize_t len, cap;
 } IntVec;
 
+/* Room for at least `need` items (len unchanged). */
+static int vec_reserve(IntVec *v, Py_ssize_t need) {
+    if (v->cap >= need) return 0;
+    Py_ssize_t cap = v->cap ? v->cap : 1024;
+    while (cap < need) cap *= 2;
+    int32_t *grown = realloc(v->data, sizeof(int32_t) * (size_t)cap);
+    if (!grown) return -1;
+    v->data = grown;
+    v->cap = cap;
+    return 0;
+}
+
 static int vec_push(IntVec *v, int32_t x) {
     if (v->len == v->cap) {
         Py_ssize_t cap = v->cap ? 2 * v->cap : 1024;
@@ -1454,9 +1466,7 @@ static PyObject *subset(PyObject *self, PyObject *args) {
                     }
                 }
         for (Py_ssize_t s = 0; s < k; s++) sym_start[s + 1] += sym_start[s];
-        se.len = 0;
-        while (se.cap < sym_start[k])
-            if (vec_push(&se, 0)) goto nomem;
+        if (vec_reserve(&se, sym_start[k])) goto nomem;
         se.len = sym_start[k];
         for (Py_ssize_t s = 0; s < k; s++) sym_hash[s] = (uint64_t)sym_start[s]; /* fill cursor, for now */
         for (Py_ssize_t a = 0; a < size; a++)

@@ -378,13 +378,20 @@ def determinize(
     return grown, accepting, safe, ids
 
 
+def _ends_go_on_like_the_start(item: DFA) -> bool:
+    """Whether an accepting state of ``item`` takes a symbol its start takes (then a repeat's copies
+    cannot be joined side by side)."""
+    first = item.transitions[item.start]
+    return bool((item.transitions[np.flatnonzero(item.accepting)][:, first >= 0] >= 0).any())
+
+
 def star(item: DFA, safe_flag: bool, owned: bool = False) -> DFA | None:
     """``item*``, or None when ``item``'s accepting states overlap its first row (checked before
     anything is built: an owned ``item`` is left as it was)."""
+    if _ends_go_on_like_the_start(item):
+        return None
     first = item.transitions[item.start].copy()
     ends = np.flatnonzero(item.accepting)
-    if (item.transitions[ends][:, first >= 0] >= 0).any():
-        return None
     table, accepting, safe, _ = _stack([item], spare=1, owned=[owned])
     _merge_rows(table, ends, first)
     safe[ends] |= safe[item.start]
@@ -397,10 +404,9 @@ def star(item: DFA, safe_flag: bool, owned: bool = False) -> DFA | None:
 def up_to(item: DFA, count: int, safe_flag: bool, owned: bool = False) -> DFA | None:
     """``item{0,count}`` as ``(item (item (...)?)?)?``, or None when ``item``'s accepting states overlap
     its first row (checked before anything is built)."""
-    first = item.transitions[item.start]
-    ends = np.flatnonzero(item.accepting)
-    if count > 1 and (item.transitions[ends][:, first >= 0] >= 0).any():
+    if count > 1 and _ends_go_on_like_the_start(item):
         return None
+    ends = np.flatnonzero(item.accepting)
     n = item.n_states
     table, accepting, safe, offsets = _stack([item] * count, spare=1, owned=[owned] * count)
     for k in range(count - 1):
