@@ -11,6 +11,7 @@ import pytest
 
 from toolgrammar import lazy
 from toolgrammar.engine import Cursor, TokenGrammar
+from toolgrammar.errors import GrammarError
 from toolgrammar.formats import get_format
 from toolgrammar.grammar import compile_turn
 from toolgrammar.testing import allowed_ids, random_walk
@@ -144,3 +145,76 @@ def test_masks_do_not_depend_on_which_tools_were_built_before(vocab, qwen3_token
         for token in ids:
             assert np.array_equal(allowed_ids(a.mask(), vocab.n_tokens), allowed_ids(b.mask(), vocab.n_tokens))
             assert a.advance(token) and b.advance(token)
+
+
+@pytest.mark.parametrize("spare", [0, 4096])
+def test_tails_appended_in_place_leave_what_a_full_rebuild_computes(vocab, monkeypatch, spare):
+    """Tails go into spare rows of one buffer (``spare`` 0: every tail outgrows it and the buffer is
+    reallocated), and only the new rows' derived arrays are computed: after every tail, in a shuffled
+    order, the table and each derived array equal the ones computed from scratch on the table as it stands."""
+    monkeypatch.setattr(lazy, "_spare_rows", lambda n: spare)
+    tg = TokenGrammar(compile_turn(many_tools(9, f"grow{spare}"), cache=False), vocab)
+    stubs = sorted(tg.auto.stubs)
+    np.random.default_rng(5).shuffle(stubs)
+    buffers = [tg.auto._buffer]  # kept alive, so a new buffer is never an old one's address reused
+    for stub in stubs:
+        before = tg.transitions.copy()
+        tg._expand({stub})
+        if tg.auto._buffer is not buffers[-1]:
+            buffers.append(tg.auto._buffer)
+        t = tg.transitions
+        assert (t[-1] == -1).all() and t.shape[0] == tg.n_states + 1
+        untouched = np.arange(before.shape[0] - 1) != stub  # every old row but the stub's stays as it was
+        assert np.array_equal(t[: before.shape[0] - 1][untouched], before[:-1][untouched])
+        incremental = (tg.n_symbols, tg.eos_allowed, tg.safe, list(tg._finished), tg.loops)
+        tg._refresh()
+        for got, want in zip(incremental[:3], (tg.n_symbols, tg.eos_allowed, tg.safe), strict=True):
+            assert np.array_equal(got, want)
+        assert incremental[3] == tg._finished
+        for name in ("low0", "low1", "special", "eos", "any"):
+            assert np.array_equal(getattr(incremental[4], name), getattr(tg.loops, name)), name
+    assert (len(buffers) > len(stubs)) if spare == 0 else (len(buffers) == 1)
+
+
+def test_a_refused_tail_leaves_the_automaton_as_it_was(vocab, monkeypatch):
+    """A tail whose accepting states go on where the grammar after the dispatch starts is refused, and the
+    table (the dead row included) is what it was before."""
+    tg = TokenGrammar(compile_turn(many_tools(3, "refused"), cache=False), vocab)
+    stub = min(tg.auto.stubs)
+    e = tg.auto.stubs[stub][0]
+    real = lazy.tail_dfa
+
+    def clashing(key, node):
+        dfa = real(key, node)
+        t = dfa.transitions.copy()
+        symbol = int(np.flatnonzero(tg.transitions[e] >= 0)[0])
+        t[np.flatnonzero(dfa.accepting), symbol] = dfa.start  # an end that goes on with the next part's symbol
+        return type(dfa)(t, dfa.start, dfa.accepting, dfa.safe)
+
+    monkeypatch.setattr(lazy, "tail_dfa", clashing)
+    before = tg.transitions.copy()
+    with pytest.raises(GrammarError, match="not prefix-free"):
+        tg.auto.expand(stub)
+    assert np.array_equal(tg.auto.transitions, before)
+    assert np.array_equal(tg.auto._buffer[: before.shape[0]], before)
+    assert stub in tg.auto.stubs
+
+
+def test_the_tail_cache_is_bounded_in_bytes(vocab, monkeypatch):
+    """Past MAX_CACHED_TAIL_BYTES the least recently used tails go; the tail just built always stays."""
+    lazy.clear_tail_cache()
+    tg = TokenGrammar(compile_turn(many_tools(3, "bytes"), cache=False), vocab)
+    tg.build_all()  # three distinct schemas: three tails
+    sizes = [lazy._nbytes(dfa) for dfa in lazy._tails.values()]
+    assert len(sizes) == 3 and lazy.cached_tail_bytes() == sum(sizes)
+    monkeypatch.setattr(lazy, "MAX_CACHED_TAIL_BYTES", sizes[1] + sizes[2])
+    lazy.clear_tail_cache()
+    tg = TokenGrammar(compile_turn(many_tools(3, "bytes2"), cache=False), vocab)
+    tg.build_all()
+    assert lazy.cached_tail_bytes() <= sizes[1] + sizes[2]
+    assert len(lazy._tails) == 2  # the first tail built went
+    monkeypatch.setattr(lazy, "MAX_CACHED_TAIL_BYTES", 1)
+    lazy.clear_tail_cache()
+    TokenGrammar(compile_turn(many_tools(3, "bytes3"), cache=False), vocab).build_all()
+    assert len(lazy._tails) == 1 and lazy.cached_tail_bytes() == sizes[2]
+    lazy.clear_tail_cache()

@@ -1583,13 +1583,21 @@ static PyObject *shift_rows(PyObject *self, PyObject *args) {
     const int32_t *S = src.view.buf;
     int32_t *D = (int32_t *)dst.view.buf + first_row * k;
     int32_t sh = (int32_t)shift;
+    /* One branch-free pass (the compiler vectorizes it; an early exit per entry kept it scalar), then, only
+     * when some entry was out of range, a second pass to name the first one. */
+    int bad = 0;
     for (Py_ssize_t x = 0; x < n; x++) {
         int32_t v = S[x];
-        if (v < -1 || v > INT32_MAX / 2) {
-            PyErr_Format(PyExc_ValueError, "shift_rows: entry %zd holds %d, not a state or -1", x, v);
-            goto done;
-        }
+        bad |= (v < -1) | (v > INT32_MAX / 2);
         D[x] = v < 0 ? -1 : v + sh;
+    }
+    if (bad) {
+        for (Py_ssize_t x = 0; x < n; x++) {
+            if (S[x] < -1 || S[x] > INT32_MAX / 2) {
+                PyErr_Format(PyExc_ValueError, "shift_rows: entry %zd holds %d, not a state or -1", x, S[x]);
+                goto done;
+            }
+        }
     }
     Py_INCREF(Py_None);
     result = Py_None;

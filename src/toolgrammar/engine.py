@@ -403,9 +403,8 @@ class TokenTable:
         out = np.full(self.n_tokens, DEAD, dtype=np.int32)
         candidates = self.candidates(transitions, state)
         if loops is not None and loops.any[state]:
-            low = loops.low[state]
-            outside = self.low0 & ~low[0]
-            outside |= self.low1 & ~low[1]
+            outside = self.low0 & ~loops.low0[state]
+            outside |= self.low1 & ~loops.low1[state]
             stays = outside == 0
             stays &= ~self.has_high | (self.utf8_whole & loops.utf8_returns(state))
             cs = self.control_symbol[self.control_ids]
@@ -518,19 +517,42 @@ class Loops:
 
     def __init__(self, transitions: np.ndarray):
         n = transitions.shape[0]  # includes the dead row
-        loop = transitions == np.arange(n, dtype=np.int32)[:, None]
-        loop[-1] = False
-        # Bit j of word k: symbol 64k + j loops (packed in place: no (n, 64) uint64 temporaries).
-        self.low = np.packbits(loop[:, :128], axis=1, bitorder="little").view("<u8").astype(np.uint64)
-        self.low0 = np.ascontiguousarray(self.low[:, 0])
-        self.low1 = np.ascontiguousarray(self.low[:, 1])
-        self.special = loop[:, SPECIAL].copy()
-        self.eos = loop[:, EOS].copy()
-        self.any = loop.any(axis=1)
+        self.low0, self.low1, self.special, self.eos, self.any = self._rows(transitions, 0, n)
         self._transitions = transitions
         self._utf8: dict[int, bool] = {}
         self.utf8_memo = np.full(n, -1, dtype=np.int8)
         """The C core's memo of :meth:`utf8_returns` per state (-1: not known yet)."""
+
+    @staticmethod
+    def _rows(transitions: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, ...]:
+        """``(low0, low1, special, eos, any)`` of rows ``lo..hi-1``; the last row of the table is the dead row."""
+        loop = transitions[lo:hi] == np.arange(lo, hi, dtype=np.int32)[:, None]
+        if hi == transitions.shape[0]:
+            loop[-1] = False
+        # Bit j of word k: symbol 64k + j loops (packed in place: no (n, 64) uint64 temporaries).
+        low = np.packbits(loop[:, :128], axis=1, bitorder="little").view("<u8").astype(np.uint64)
+        return (
+            np.ascontiguousarray(low[:, 0]),
+            np.ascontiguousarray(low[:, 1]),
+            loop[:, SPECIAL].copy(),
+            loop[:, EOS].copy(),
+            loop.any(axis=1),
+        )
+
+    def grow(self, transitions: np.ndarray, lo: int, changed: int) -> None:
+        """After rows ``lo..`` were appended (where the dead row was) and row ``changed`` was rewritten."""
+        n = transitions.shape[0]
+        new = self._rows(transitions, lo, n)
+        one = self._rows(transitions, changed, changed + 1)
+        fields = ("low0", "low1", "special", "eos", "any")
+        for name, rows, row in zip(fields, new, one, strict=True):
+            grown = np.concatenate([getattr(self, name)[:lo], rows])
+            grown[changed] = row[0]
+            setattr(self, name, grown)
+        self.utf8_memo = np.concatenate([self.utf8_memo[:lo], np.full(n - lo, -1, dtype=np.int8)])
+        self.utf8_memo[changed] = -1
+        self._utf8.pop(changed, None)
+        self._transitions = transitions
 
     def utf8_returns(self, state: int) -> bool:
         got = self._utf8.get(state)
@@ -663,19 +685,41 @@ class TokenGrammar:
         self.n_expansions = 0
 
     def _refresh(self) -> None:
-        """Derived arrays of the automaton as it stands (after it grew)."""
+        """Derived arrays of the automaton as it stands."""
         auto = self.auto
         self.transitions = auto.transitions
         self.n_states = auto.n_states
         self.loops = Loops(self.transitions)
+        self.n_symbols, finished, self.eos_allowed, self.safe = self._derived(0, self.n_states)
+        self._finished = finished.tolist()
+
+    def _grown(self, lo: int, stub: int) -> None:
+        """:meth:`_refresh` for states ``lo..`` (a tail appended) and ``stub`` (its row rewritten) only: the
+        rows before did not change, and a pass over the whole table per tail was most of a tail's cost."""
+        auto = self.auto
+        self.transitions = auto.transitions
+        self.n_states = auto.n_states
+        self.loops.grow(self.transitions, lo, stub)
+        new = self._derived(lo, self.n_states)
+        one = self._derived(stub, stub + 1)
+        for i, name in ((0, "n_symbols"), (2, "eos_allowed"), (3, "safe")):
+            grown = np.concatenate([getattr(self, name)[:lo], new[i]])
+            grown[stub] = one[i][0]
+            setattr(self, name, grown)
+        self._finished[lo:] = new[1].tolist()
+        self._finished[stub] = bool(one[1][0])
+
+    def _derived(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(n_symbols, finished, eos_allowed, safe)`` of states ``lo..hi-1``."""
+        auto = self.auto
         # The trap (and every stub's row, which leads there) stands for rows not built yet: no symbol,
         # no end of turn, never safe.
-        real = self.transitions[:-1]
+        real = self.transitions[lo:hi]
         live = (real >= 0) & (real != auto.trap)
-        self.n_symbols = live.sum(axis=1)
-        self._finished = (auto.accepting & ~live[:, :N_SYMBOLS].any(axis=1)).tolist()
-        self.eos_allowed = live[:, EOS]
-        self.safe = (auto.safe | self.eos_allowed | auto.accepting) & (np.arange(self.n_states) != auto.trap)
+        eos = live[:, EOS]
+        finished = auto.accepting[lo:hi] & ~live[:, :N_SYMBOLS].any(axis=1)
+        safe = (auto.safe[lo:hi] | eos | auto.accepting[lo:hi]) & (np.arange(lo, hi) != auto.trap)
+        return live.sum(axis=1), finished, eos, safe
 
     def build_all(self) -> None:
         """Build every tool's tail now (the engine otherwise builds a tail when a walk first reaches it)."""
@@ -746,7 +790,7 @@ class TokenGrammar:
                 if not self.auto.expand(stub):
                     continue
                 self.n_expansions += 1
-                self._refresh()
+                self._grown(before, stub)
                 tail = self._tail_distances(before, self.auto.n_states, self._tail_tokens(stub))
                 self.dist = np.concatenate([self.dist, tail])
 
@@ -1070,25 +1114,27 @@ class TokenGrammar:
         got = self._steps.get(key)
         if got is not None:
             return got
+        with self._lock:  # a tail appended meanwhile rewrites rows in place (see LazyAutomaton.expand)
+            got = self._step(state, token)
+        if len(self._steps) >= STEP_MEMO:
+            self._steps.clear()
+        self._steps[key] = got
+        return got
+
+    def _step(self, state: int, token: int) -> int:
         while True:
             t = self.transitions
             got = state
             for x in self.table.symbols(token).tolist():
                 got = int(t[got, x])
                 if got < 0:
-                    got = DEAD
-                    break
+                    return DEAD
             if got != self.auto.trap:
-                break
+                return got
             stubs = self._stubs_hit(state, np.array([token])) if self.auto.stubs else set()
             if not stubs:  # the trap itself: never a real path
-                got = DEAD
-                break
+                return DEAD
             self._expand(stubs)
-        if len(self._steps) >= STEP_MEMO:
-            self._steps.clear()
-        self._steps[key] = got
-        return got
 
     def walk_text(self, text: str, state: int | None = None) -> int:
         """The state after the UTF-8 bytes of ``text`` from ``state`` (default: the start); DEAD if rejected.
@@ -1098,6 +1144,10 @@ class TokenGrammar:
         """
         first = self.start if state is None else state
         data = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+        with self._lock:
+            return self._walk_text(first, data)
+
+    def _walk_text(self, first: int, data: np.ndarray) -> int:
         while True:
             got, t = first, self.transitions
             for x in data.tolist():

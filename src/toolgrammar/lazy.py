@@ -31,9 +31,17 @@ from .errors import GrammarError
 
 MAX_CACHED_TAILS = 1024
 """Compiled tails kept process-wide (least recently used out)."""
+MAX_CACHED_TAIL_BYTES = 256 * 2**20
+"""And at most this many bytes of them: a tail may hold thousands of 1 KiB rows, so a count alone does not
+bound the cache (the tail just built is always kept, whatever its size)."""
 
 _tails: OrderedDict[str, DFA] = OrderedDict()
+_tails_bytes = 0
 _tails_lock = threading.Lock()
+
+
+def _nbytes(dfa: DFA) -> int:
+    return int(dfa.transitions.nbytes + dfa.accepting.nbytes + dfa.safe.nbytes)
 
 
 def tail_dfa(key: str, node: Node) -> DFA:
@@ -46,16 +54,31 @@ def tail_dfa(key: str, node: Node) -> DFA:
     # Large tails are not minimized: a turn walks one path through a tail, so its size barely matters,
     # and merging states was half of a large tail's compile (see compile_dfa).
     dfa = compile_dfa(node, minimize=None)
+    global _tails_bytes
     with _tails_lock:
+        old = _tails.pop(key, None)  # another thread built it meanwhile: replaced, counted once
+        _tails_bytes += _nbytes(dfa) - (_nbytes(old) if old is not None else 0)
         _tails[key] = dfa
-        while len(_tails) > MAX_CACHED_TAILS:
-            _tails.popitem(last=False)
+        while len(_tails) > 1 and (len(_tails) > MAX_CACHED_TAILS or _tails_bytes > MAX_CACHED_TAIL_BYTES):
+            _tails_bytes -= _nbytes(_tails.popitem(last=False)[1])
     return dfa
 
 
+def cached_tail_bytes() -> int:
+    """Bytes held by the process-wide tail cache (at most :data:`MAX_CACHED_TAIL_BYTES`, or one tail)."""
+    return _tails_bytes
+
+
+def _spare_rows(n: int) -> int:
+    """Rows reserved past ``n`` for tails to come: as many again, at least 4,096 (4 MiB of address space)."""
+    return max(n, 4096)
+
+
 def clear_tail_cache() -> None:
+    global _tails_bytes
     with _tails_lock:
         _tails.clear()
+        _tails_bytes = 0
 
 
 class LazyAutomaton:
@@ -108,7 +131,12 @@ class LazyAutomaton:
                             raise GrammarError(f"dispatch key {key!r} repeats")
                         self.stubs[nxt] = (e, j, b)
                     cur = nxt
-        t = np.full((n + 1, N_SYMBOLS), DEAD, dtype=np.int32)
+        # Rows live in a buffer with room to spare: a tail is appended in place, and the old rows are never
+        # copied for it (a copy held the table twice at the peak). Rows not written yet are never touched,
+        # so the spare room costs address space, not resident memory.
+        self._buffer = np.empty((n + 1 + _spare_rows(n), N_SYMBOLS), dtype=np.int32)
+        t = self._buffer[: n + 1]
+        t[...] = DEAD
         t[:n0] = dfa.transitions
         t[self.trap] = self.trap
         for p, root in root_rows.items():
@@ -151,15 +179,23 @@ class LazyAutomaton:
             e, j, b = info
             d = self.skeleton.dispatches[j]
             tail = tail_dfa(d.cache_keys[b], d.tails[b])
-            t = self.transitions
             off = self.n_states
-            grown = np.empty((t.shape[0] + tail.n_states, N_SYMBOLS), dtype=np.int32)
-            shift_into(tail.transitions, grown, off, off)
-            rows = grown[off : off + tail.n_states]
-            e_row = t[e]
+            size = off + tail.n_states + 1
+            if size > self._buffer.shape[0]:  # out of room: a new buffer, the old rows copied once
+                grown = np.empty((size + _spare_rows(size), N_SYMBOLS), dtype=np.int32)
+                grown[: off + 1] = self._buffer[: off + 1]
+                self._buffer = grown
+            # The tail goes where the dead row was, and the dead row moves to the new end; the rows before
+            # are never copied for it (a copy held the table twice at the peak). Old views are read under
+            # the engine's lock only, and no walk reads the dead row (it stops at DEAD).
+            buffer = self._buffer
+            rows = buffer[off : off + tail.n_states]
+            shift_into(tail.transitions, buffer, off, off)
+            e_row = buffer[e]
             ends = np.flatnonzero(tail.accepting)
             clash = (rows[ends] >= 0) & (e_row >= 0)
             if clash.any():
+                buffer[off] = DEAD  # refused: the automaton stays as it was
                 raise GrammarError(
                     f"dispatch tail {b} ({d.keys[b]!r}) may continue where the grammar after it starts "
                     f"(symbol {int(np.flatnonzero(clash.any(axis=0))[0])}): the tail is not prefix-free"
@@ -167,9 +203,9 @@ class LazyAutomaton:
             rows[ends] = np.where(rows[ends] >= 0, rows[ends], e_row)
             accepting = tail.accepting & bool(self.accepting[e])
             safe = tail.safe | (tail.accepting & bool(self.safe[e]))
-            grown[:off] = t[:off]
-            grown[-1] = DEAD
-            grown[stub] = rows[tail.start]
+            buffer[size - 1] = DEAD
+            buffer[stub] = rows[tail.start]
+            grown = buffer[:size]
             self.accepting = np.concatenate([self.accepting, accepting])
             self.safe = np.concatenate([self.safe, safe])
             if tail.accepting[tail.start]:
@@ -192,4 +228,11 @@ class LazyAutomaton:
         return None
 
 
-__all__ = ["MAX_CACHED_TAILS", "LazyAutomaton", "clear_tail_cache", "tail_dfa"]
+__all__ = [
+    "MAX_CACHED_TAILS",
+    "MAX_CACHED_TAIL_BYTES",
+    "LazyAutomaton",
+    "cached_tail_bytes",
+    "clear_tail_cache",
+    "tail_dfa",
+]
