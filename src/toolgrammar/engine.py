@@ -35,7 +35,7 @@ import hashlib
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -544,13 +544,9 @@ class Loops:
         n = transitions.shape[0]
         new = self._rows(transitions, lo, n)
         one = self._rows(transitions, changed, changed + 1)
-        fields = ("low0", "low1", "special", "eos", "any")
-        for name, rows, row in zip(fields, new, one, strict=True):
-            grown = np.concatenate([getattr(self, name)[:lo], rows])
-            grown[changed] = row[0]
-            setattr(self, name, grown)
-        self.utf8_memo = np.concatenate([self.utf8_memo[:lo], np.full(n - lo, -1, dtype=np.int8)])
-        self.utf8_memo[changed] = -1
+        for name, rows, row in zip(("low0", "low1", "special", "eos", "any"), new, one, strict=True):
+            setattr(self, name, _spliced(getattr(self, name), lo, rows, changed, row[0]))
+        self.utf8_memo = _spliced(self.utf8_memo, lo, np.full(n - lo, -1, dtype=np.int8), changed, -1)
         self._utf8.pop(changed, None)
         self._transitions = transitions
 
@@ -559,6 +555,14 @@ class Loops:
         if got is None:
             got = self._utf8[state] = _utf8_returns(self._transitions, state)
         return got
+
+
+def _spliced(old: np.ndarray, lo: int, rows: np.ndarray, changed: int, value: Any) -> np.ndarray:
+    """A per-state array after a tail was appended: ``old``'s first ``lo`` entries, then ``rows`` (the new
+    states'), with entry ``changed`` (the stub whose row was rewritten) set to ``value``."""
+    out = np.concatenate([old[:lo], rows])
+    out[changed] = value
+    return out
 
 
 _UTF8_PATTERNS: tuple[tuple[tuple[int, int], ...], ...] = (
@@ -703,9 +707,7 @@ class TokenGrammar:
         new = self._derived(lo, self.n_states)
         one = self._derived(stub, stub + 1)
         for i, name in ((0, "n_symbols"), (2, "eos_allowed"), (3, "safe")):
-            grown = np.concatenate([getattr(self, name)[:lo], new[i]])
-            grown[stub] = one[i][0]
-            setattr(self, name, grown)
+            setattr(self, name, _spliced(getattr(self, name), lo, new[i], stub, one[i][0]))
         self._finished[lo:] = new[1].tolist()
         self._finished[stub] = bool(one[1][0])
 
