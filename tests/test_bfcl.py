@@ -443,6 +443,33 @@ def test_suite_counts_bfcl_accuracy_side_by_side(tmp_path, monkeypatch):
     assert [json.loads(line)["task_id"] for line in lines] == ["simple_python_0", "simple_python_1"]
 
 
+def test_suite_chart_shows_the_reports_accuracy_per_category(tmp_path, monkeypatch):
+    from toolgrammar.bfcl_suite import CHART_FILE, chart_series, parse_suite, run_suite
+
+    monkeypatch.delenv(bfcl.DATA_ENV, raising=False)
+    data = bfcl.locate_data([_fake_site(tmp_path, SAMPLE_ITEMS, SAMPLE_ANSWERS)])
+    out = tmp_path / "out"
+    config = CompareConfig(model="scripted", mode="schema", limit=None, out=str(out), progress=False)
+    report = run_suite(config, parse_suite("bfcl:simple_python"), generator_factory=_Scripted, data=data)
+    categories, series = chart_series(report)
+    # The scripted sides (see the test above): free 0/2 as BFCL reads it, 1/2 with fenced calls read, and
+    # the constrained blocks 1/2 (the factorial call has a wrong value).
+    assert categories == ["simple_python"]
+    assert series == {
+        "free": [(0, 2)],
+        "free, other shapes read too": [(1, 2)],
+        "constrained, auto, steered": [(1, 2)],
+    }
+    chart = (out / CHART_FILE).read_bytes()
+    assert chart[:8] == b"\x89PNG\r\n\x1a\n" and len(chart) > 5000
+    assert f"![BFCL accuracy per category]({CHART_FILE})" in (out / "bfcl-report.md").read_text()
+    # Without matplotlib: a note instead, and no chart left from the run before.
+    monkeypatch.setattr("toolgrammar.bfcl_suite.has_matplotlib", lambda: False)
+    run_suite(config, parse_suite("bfcl:simple_python"), generator_factory=_Scripted, data=data)
+    assert not (out / CHART_FILE).exists()
+    assert "No chart: matplotlib is not installed" in (out / "bfcl-report.md").read_text()
+
+
 class _GatedScripted(_Scripted):
     """``_Scripted`` with a relevance gate: relevant only for the triangle request (a fixed score each)."""
 

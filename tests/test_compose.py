@@ -245,3 +245,49 @@ def test_joins_that_overlap_stay_exact(node, accepted, rejected):
     assert all(dfa.matches(w) for w in accepted)
     assert not any(dfa.matches(w) for w in rejected)
     assert compose_dfa(node).n_states >= A.compile_dfa(node).n_states
+
+
+def _overlapping_join() -> tuple[np.ndarray, np.ndarray, np.ndarray, list[frozenset[int]]]:
+    """A stacked table of ``a*`` and ``a`` whose join must be determinized (both take ``a`` first)."""
+    parts = [A.compile_dfa(A.star(A.lit("a"))), A.compile_dfa(A.lit("ab"))]
+    table, accepting, safe, offsets = compose._stack(parts)
+    firsts = frozenset(int(off) + p.start for off, p in zip(offsets, parts, strict=True))
+    return table, accepting, safe, [firsts]
+
+
+def test_determinize_grows_a_table_it_is_given_in_place_and_builds_the_same_rows():
+    table, accepting, safe, entries = _overlapping_join()
+    copied = table.copy()
+    base = np.empty((table.shape[0] + 1, table.shape[1]), dtype=np.int32)
+    base[:-1] = copied
+    view = base[:-1]  # not owning its memory: the rows are copied into a new table, the view left alone
+    assert not view.flags.owndata
+    a = compose.determinize(table, accepting, safe, entries)
+    b = compose.determinize(view, accepting, safe, entries)
+    assert a is not None and b is not None
+    assert a[0] is table and b[0] is not view, "the owned table is grown in place, the view copied"
+    assert a[0].shape[0] > copied.shape[0], "the join made new states"
+    assert np.array_equal(a[0], b[0]) and a[3] == b[3]
+    assert np.array_equal(a[1], b[1]) and np.array_equal(a[2], b[2])
+    assert np.array_equal(view, copied), "the view was not written"
+
+
+def test_pruning_in_place_renumbers_the_same_rows_and_never_touches_an_embedded_part(monkeypatch):
+    monkeypatch.setattr(compose, "SUBSET_UP_TO", 0)  # joined as tables, as large tails are
+    node = A.seq(A.lit("["), A.repeat(A.seq(A.chars("ab"), A.lit(",")), 1, 6), A.lit("]"))
+    raw = compose_dfa(node)
+    assert raw.stats.get(compose.GROWABLE) and raw.transitions.flags.owndata
+    kept = A._prune(raw.transitions.copy(), raw.start, raw.accepting, raw.safe, minimize=False)
+    table, n_raw = raw.transitions, raw.n_states
+    pruned = A._prune(table, raw.start, raw.accepting, raw.safe, minimize=False, in_place=True)
+    assert pruned.transitions is table and table.shape[0] == pruned.n_states, "renumbered where it was, shrunk"
+    assert np.array_equal(pruned.transitions, kept.transitions) and pruned.start == kept.start
+    assert pruned.n_states < n_raw, "the join left states behind to drop"
+    # A part compiled once per process and placed as it is (a Shared node): compose hands that DFA back
+    # unflagged, so it is pruned into a new table and stays as it was, alone and inside a larger tree.
+    part = A.shared(A.seq(A.lit("<"), A.repeat(A.chars("ab"), 2, 4)))
+    cached = A.shared_dfa(part)
+    before = cached.transitions.copy()
+    for tree in (part, A.seq(part, A.lit("!")), A.group(part), A.seq(A.lit("["), part, A.lit(","), part)):
+        A.compile_dfa(tree, minimize=False)
+        assert A.shared_dfa(part) is cached and np.array_equal(cached.transitions, before)

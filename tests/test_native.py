@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from grammar_checks import random_trees
 from toolgrammar import automaton as A
 from toolgrammar import native
-from toolgrammar.engine import TokenGrammar, TokenTable
+from toolgrammar.engine import INF, TokenGrammar, TokenTable
 from toolgrammar.errors import TokenizerError
 from toolgrammar.grammar import compile_turn
 
@@ -135,6 +135,27 @@ def test_the_budget_bound_walks_the_same_edges(qwen3_vocab, tables, toolset, opt
     # The same edges, as many times each (the core lists them state by state, numpy token by token).
     order_a, order_b = np.lexsort((dst_a, src_a)), np.lexsort((dst_b, src_b))
     assert np.array_equal(src_a[order_a], src_b[order_b]) and np.array_equal(dst_a[order_a], dst_b[order_b])
+
+
+@pytest.mark.parametrize(
+    ("toolset", "options"),
+    [*CASES, ("shared-prefixes", {"tool_choice": "required", "parallel_tool_calls": True})],
+)
+def test_the_budget_bound_is_the_same_least_fixpoint(qwen3_vocab, tables, toolset, options):
+    """The bound of a turn whose tails are not built (stubs weighted by their shortest string): the core's
+    shortest paths, with the stubs joined between passes, against the breadth-first search in Python."""
+    core, numpy_table = tables
+    tg = TokenGrammar(compile_turn(TOOLSETS[toolset], **options), qwen3_vocab)
+    tg.table = core
+    native_dist = tg._distances()
+    tg.table = numpy_table
+    numpy_dist = tg._distances()
+    assert np.array_equal(native_dist, numpy_dist)
+    finite = native_dist[native_dist < INF]
+    assert len(finite) == tg.n_states - 1 and finite.max() > 1  # every state but the trap, bounds above 1
+    if tg.auto.stubs:  # each stub costs its weight more than the state after its dispatch
+        for stub, (after, _j, _b) in tg.auto.stubs.items():
+            assert native_dist[stub] <= native_dist[after] + tg._stub_weights[stub]
 
 
 def _random_dfa(draw_seed: int, n: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -977,11 +977,13 @@ def compile_dfa(node: Node, *, minimize: bool | None = True, compose: bool = Tru
     the states that exist, cost masks, and merging took half the compile of large ones (bounded nested
     arrays: ~0.4 s of ~0.8 s) while it pays for itself on small ones."""
     if compose:
-        from .compose import compose_dfa  # compose builds on this module's nodes and subset construction
+        from .compose import GROWABLE, compose_dfa  # compose builds on this module's nodes and subset construction
 
         raw = compose_dfa(node)
+        owned = bool(raw.stats.get(GROWABLE))
     else:
         raw = subset_dfa(node, False)
+        owned = False
     return _prune(
         raw.transitions,
         raw.start,
@@ -989,6 +991,7 @@ def compile_dfa(node: Node, *, minimize: bool | None = True, compose: bool = Tru
         raw.safe,
         nfa_states=int(raw.stats.get("nfa_states", raw.n_states)),
         minimize=minimize,
+        in_place=owned,  # a table compose allocated is held by nothing but ``raw``, which ends here
     )
 
 
@@ -1116,8 +1119,12 @@ def _prune(
     *,
     nfa_states: int = 0,
     minimize: bool | None = True,
+    in_place: bool = False,
 ) -> DFA:
-    """Drop states that cannot reach acceptance and renumber the rest (start stays reachable or raises)."""
+    """Drop states that cannot reach acceptance and renumber the rest (start stays reachable or raises).
+
+    ``in_place``: the caller gives ``table`` up, so the kept rows are renumbered where they are and the
+    table shrunk (a large tail's pruned copy was one more fresh table of its size to fault in)."""
     n = table.shape[0]
     core = native_core.module()
     if core is not None:
@@ -1131,8 +1138,15 @@ def _prune(
     remap = np.full(n + 1, DEAD, dtype=np.int32)  # index n maps DEAD (-1) to DEAD
     remap[keep] = np.arange(len(keep), dtype=np.int32)
     if core is not None:
-        new = np.empty((len(keep), table.shape[1]), dtype=np.int32)
+        # Rows only move down (``keep`` is sorted), so compacting a table onto itself never overwrites a
+        # row before it is read.
+        own = in_place and table.flags.owndata and table.flags.c_contiguous
+        new = table[: len(keep)] if own else np.empty((len(keep), table.shape[1]), dtype=np.int32)
         core.compact(table, keep.astype(np.int64), remap[:n], new)
+        if own:
+            del new
+            table.resize((len(keep), table.shape[1]), refcheck=False)
+            new = table
     else:
         new = remap[table[keep]]  # -1 indexes the last slot, which holds DEAD
     if minimize or (minimize is None and len(keep) <= MINIMIZE_UP_TO):

@@ -12,8 +12,10 @@ and a second one that also reads the calls written in other shapes (fenced or ba
 free model would have scored had its calls been read wherever it wrote them.
 
 Files (``out/``): ``bfcl-runs.jsonl`` (one line per item and seed, both modes, as it goes),
-``bfcl-report.json`` and ``bfcl-report.md`` (a row per category). Only the ``hermes`` format, one turn,
-and the policies ``auto`` / ``required`` / ``none``.
+``bfcl-report.json``, ``bfcl-report.md`` (a row per category) and ``bfcl-chart.png`` (BFCL accuracy per
+category: free, free with other shapes read, constrained; when matplotlib is installed, as with
+``toolgrammar[compare]``). Only the ``hermes`` format, one turn, and the policies ``auto`` /
+``required`` / ``none``.
 """
 
 from __future__ import annotations
@@ -27,10 +29,22 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from . import bfcl
-from .compare import MODES, CompareConfig, CompareError, Task, _progress, _run_mode, summarize
+from .compare import MODES, CompareConfig, CompareError, Task, _progress, _run_mode, has_matplotlib, summarize
 from .relevance import describe_gate
 
-__all__ = ["SUITE_PREFIX", "BfclTask", "SuiteReport", "parse_suite", "run_suite", "suite_rows"]
+__all__ = [
+    "CHART_FILE",
+    "SUITE_PREFIX",
+    "BfclTask",
+    "SuiteReport",
+    "chart_series",
+    "parse_suite",
+    "run_suite",
+    "suite_rows",
+    "write_suite_chart",
+]
+
+CHART_FILE = "bfcl-chart.png"
 
 SUITE_PREFIX = "bfcl:"
 
@@ -241,7 +255,12 @@ def run_suite(
     (out / "bfcl-report.json").write_text(
         json.dumps(report.to_dict(), ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
     )
-    (out / "bfcl-report.md").write_text(_markdown(report), encoding="utf-8")
+    chart = has_matplotlib()
+    if chart:
+        write_suite_chart(report, out / CHART_FILE)
+    else:  # an earlier run's chart in the same folder would no longer match the report
+        (out / CHART_FILE).unlink(missing_ok=True)
+    (out / "bfcl-report.md").write_text(_markdown(report, chart=chart), encoding="utf-8")
     return report
 
 
@@ -343,11 +362,68 @@ def _gates(report: SuiteReport) -> dict[str, dict[str, Any]]:
     }
 
 
-def _markdown(report: SuiteReport) -> str:
-    cfg = report.config
+def _policy(cfg: Mapping[str, Any]) -> str:
+    """The constrained side's policy in words (markdown)."""
     policy = f"`{cfg['tool_choice']}`" + (", steered" if cfg.get("steer_to_blocks") else "")
     if cfg.get("steer_gate", "none") != "none":
         policy += f" {describe_gate(cfg['steer_gate'])} (`--steer-gate {cfg['steer_gate']}`)"
+    return policy
+
+
+def _constrained_label(cfg: Mapping[str, Any]) -> str:
+    """The constrained side's short name (the chart's legend)."""
+    label = f"constrained, {cfg['tool_choice']}"
+    if cfg.get("steer_to_blocks"):
+        gate = cfg.get("steer_gate", "none")
+        label += ", steered" + (f" where {gate} says so" if gate != "none" else "")
+    return label
+
+
+def chart_series(report: SuiteReport) -> tuple[list[str], dict[str, list[tuple[int, int]]]]:
+    """The chart's data: the categories, and per bar (its legend label) each category's ``(valid runs,
+    runs)`` by BFCL's verdict: exactly the report's counts."""
+    categories = list(report.categories)
+    label = _constrained_label(report.config)
+    series: dict[str, list[tuple[int, int]]] = {"free": [], "free, other shapes read too": [], label: []}
+    for category in categories:
+        acc = report.categories[category]["bfcl"]
+        free, constrained = acc["free"], acc["constrained"]
+        series["free"].append((free["valid"], free["runs"]))
+        series["free, other shapes read too"].append((free["valid_any_shape"], free["runs"]))
+        series[label].append((constrained["valid"], constrained["runs"]))
+    return categories, series
+
+
+def write_suite_chart(report: SuiteReport, path: Path) -> None:
+    """A PNG: BFCL accuracy per category, free (as BFCL reads it, and with other shapes read too) against
+    constrained, each bar labeled ``valid/runs``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    categories, series = chart_series(report)
+    colors = ["#d62728", "#ff9896", "#1f77b4"]
+    width = 0.8 / len(series)
+    fig, ax = plt.subplots(figsize=(max(7.0, 1.6 * len(categories) + 2), 5.2))
+    for k, ((label, counts), color) in enumerate(zip(series.items(), colors, strict=True)):
+        xs = [i - 0.4 + width * (k + 0.5) for i in range(len(categories))]
+        bars = ax.bar(xs, [hits / runs if runs else 0.0 for hits, runs in counts], width, label=label, color=color)
+        ax.bar_label(bars, [f"{hits}/{runs}" for hits, runs in counts], fontsize=7)
+    ax.set_xticks(range(len(categories)), categories, rotation=15, ha="right")
+    ax.set_ylim(0, 1.15)
+    ax.set_ylabel("BFCL accuracy (fraction of runs)")
+    cfg = report.config
+    ax.set_title(f"BFCL accuracy per category: {cfg['model']}, seeds {cfg['seeds']}, temperature {cfg['temperature']}")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=len(series), frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _markdown(report: SuiteReport, *, chart: bool = False) -> str:
+    cfg = report.config
+    policy = _policy(cfg)
     lines = [
         "# toolgrammar compare --suite: BFCL, free vs constrained",
         "",
@@ -365,6 +441,10 @@ def _markdown(report: SuiteReport) -> str:
         lines += [f"**BUG: the constrained run made {report.constrained_errors} error(s).**", ""]
     lines += ["| " + " | ".join(SUITE_COLUMNS) + " |", "|---|" + "---:|" * (len(SUITE_COLUMNS) - 1)]
     lines += ["| " + " | ".join(row) + " |" for row in suite_rows(report)]
+    if chart:
+        lines += ["", f"![BFCL accuracy per category]({CHART_FILE})"]
+    else:
+        lines += ["", "(No chart: matplotlib is not installed; `pip install 'toolgrammar[compare]'` brings it.)"]
     gates = _gates(report)
     if gates:
         first = next(iter(gates.values()))
@@ -407,7 +487,8 @@ def print_suite_report(report: SuiteReport) -> None:
         console.print(f"relevance gate, {category}: let steering act on {gate['let_steer']} of {gate['runs']} runs")
     if not report.ok:
         console.print(f"[bold red]BUG: the constrained run made {report.constrained_errors} error(s)[/bold red]")
-    console.print(f"report: {report.out / 'bfcl-report.md'}  (also bfcl-report.json, bfcl-runs.jsonl)")
+    chart = f", {CHART_FILE}" if (report.out / CHART_FILE).is_file() else ""
+    console.print(f"report: {report.out / 'bfcl-report.md'}  (also bfcl-report.json, bfcl-runs.jsonl{chart})")
 
 
 def suite_command(suite: str, config: CompareConfig) -> NoReturn:

@@ -93,14 +93,14 @@ def _children(node: Node) -> list[Node]:
     return []
 
 
-_GROWABLE = "composed"
+GROWABLE = "composed"
 """``DFA.stats`` flag: the table was allocated here, so the one consumer of the DFA may grow it in place."""
 
 
 def _raw(table: np.ndarray, start: int, accepting: np.ndarray, safe: np.ndarray) -> DFA:
     if table.shape[0] > MAX_DFA_STATES:
         raise GrammarError(f"grammar too large: more than {MAX_DFA_STATES} DFA states")
-    return DFA(transitions=table, start=start, accepting=accepting, safe=safe, stats={_GROWABLE: True})
+    return DFA(transitions=table, start=start, accepting=accepting, safe=safe, stats={GROWABLE: True})
 
 
 def _epsilon(safe: bool) -> DFA:
@@ -157,7 +157,7 @@ def _growable(parts: list[DFA], owned: list[bool]) -> int | None:
         t = p.transitions
         if (
             mine
-            and p.stats.get(_GROWABLE)
+            and p.stats.get(GROWABLE)
             and t.flags.owndata
             and t.flags.c_contiguous
             and t.dtype == np.int32
@@ -322,6 +322,9 @@ def determinize(
     ``sets``: the states earlier calls on this table made (see :class:`_Sets`); the new ones are added.
 
     ``limit``: raise :class:`_JoinTooLarge` past this many new states.
+
+    ``table`` is grown in place when it owns its data (callers pass the tables they stacked): views of it
+    taken before must not be used after. It is left as it was when None is returned or a limit raises.
     """
     n0 = table.shape[0]
     known = _Sets() if sets is None else sets
@@ -366,10 +369,17 @@ def determinize(
         return None
     if not made and not spare:
         return table, accepting, safe, ids
-    grown = np.empty((n0 + len(made) + spare, N_SYMBOLS), dtype=np.int32)
-    grown[:n0] = table
-    if rows:
-        grown[n0 : n0 + len(rows)] = np.stack(rows)
+    size = (n0 + len(made) + spare, N_SYMBOLS)
+    if table.flags.owndata and table.flags.c_contiguous and table.dtype == np.int32:
+        # Every caller passes a table it allocated (stacked parts): grown in place (``realloc`` remaps a
+        # large block rather than copying it; a copy was a second fresh table of a large tail's size).
+        grown = table
+        grown.resize(size, refcheck=False)
+    else:
+        grown = np.empty(size, dtype=np.int32)
+        grown[:n0] = table
+    for k, row in enumerate(rows):
+        grown[n0 + k] = row
     flags = np.zeros(spare, dtype=bool)
     new_accepting = np.array([bool(accepting[list(st)].any()) for st in made], dtype=bool)
     new_safe = np.array([bool(safe[list(st)].any()) for st in made], dtype=bool)
