@@ -9,7 +9,9 @@ tools) and each engine (toolgrammar, llguidance, xgrammar), one measurement is t
 
 1. compiling the grammar for the tool list, from empty caches (toolgrammar: the runner's ``fresh()``
    empties the in-memory caches and points ``TOOLGRAMMAR_CACHE`` at a new empty folder; every tool name
-   carries a new random suffix per repetition, so no engine can reuse anything it compiled before);
+   carries a new random suffix per repetition, so no engine can reuse anything it compiled before). The
+   turn skeleton, which holds no tool, is read from the package where one ships for the format and options
+   (``toolgrammar.skeletons``), as in any new process; ``--no-shipped-skeletons`` compiles it too;
 2. walking the first turn token by token: for each token, compute the mask and apply it to a fresh
    ``torch.randn(1, 151936)`` row (allocated before the timed region), then accept the token.
 
@@ -481,6 +483,7 @@ def report(
 ) -> str:
     names = {e: n for r in rows for e, c in r.cells.items() for n in [c.engine]}
     keep = bool(info.get("keep_skeletons"))
+    shipped = info.get("shipped_skeletons", True)
     out = [
         f"# Cold start (issue 12): {info['date'][:10]}",
         "",
@@ -495,6 +498,12 @@ def report(
         "",
         "One measurement: from the tool list to the end of the first call, empty caches, new tool names"
         + (" (toolgrammar's turn skeletons kept: a warm server process, `--keep-skeletons`)" if keep else "")
+        + (
+            "; toolgrammar reads its turn skeleton from the package where one ships (`toolgrammar.skeletons`: "
+            "tool-independent, keyed by the skeleton's structure)"
+            if shipped
+            else "; toolgrammar compiles its turn skeleton too (`--no-shipped-skeletons`)"
+        )
         + ". "
         f"Compile the grammar, then per token: compute the mask, apply it to a fresh `torch.randn(1, 151936)`, "
         f"accept. toolgrammar compiles the whole turn and walks {FREE_TOKENS} tokens of free text, then the "
@@ -652,6 +661,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1, as anchors.py)")
     p.add_argument("--no-write", action="store_true", help="print the table, write no files")
     p.add_argument(
+        "--no-shipped-skeletons",
+        action="store_true",
+        help="toolgrammar compiles its turn skeleton instead of reading the one the package ships",
+    )
+    p.add_argument(
         "--keep-skeletons",
         action="store_true",
         help="toolgrammar keeps its turn skeletons (per format and options, not per tool list) between "
@@ -691,6 +705,11 @@ def main(argv: list[str] | None = None) -> int:
     common._git_state = source_state  # machine_info() would run git; read the commit from .git instead
     info = common.machine_info()
     info["keep_skeletons"] = args.keep_skeletons
+    info["shipped_skeletons"] = not args.no_shipped_skeletons
+    if args.no_shipped_skeletons:
+        from toolgrammar import skeletons
+
+        skeletons.SHIPPED_DIR = REPO / "bench" / "no-shipped-skeletons"  # no such folder: every skeleton compiled
     info["toolgrammar_path"] = os.path.relpath(tg_path, REPO) if tg_path.is_relative_to(REPO) else str(tg_path)
 
     runners = make_runners(engines)

@@ -332,7 +332,10 @@ _SET_WORK_PER_STATE = 32
 """NFA states held in undecided DFA states that cost as much as one DFA state (measured: 400 optional
 booleans take 3.4 s and 400 MB, 400 required ones 1.0 s and 200 MB)."""
 
-_estimates: weakref.WeakKeyDictionary[Node, int] = weakref.WeakKeyDictionary()
+_ESTIMATE = "_estimate_size"
+"""The attribute a node's :func:`estimate_size` is kept in (in the node's ``__dict__``: the nodes are frozen,
+and a process-wide weak mapping cost a weak reference and a Python-level lookup per call, ~10% of a large
+tool list's compile)."""
 
 
 def estimate_size(node: Node) -> int:
@@ -353,10 +356,10 @@ def estimate_size(node: Node) -> int:
 
     Results are memoized per node, so checking every part of a schema as it is built stays linear.
     """
-    got = _estimates.get(node)
+    memo = node.__dict__
+    got = memo.get(_ESTIMATE)
     if got is None:
-        got = _estimate(node, estimate_size)
-        _estimates[node] = got
+        got = memo[_ESTIMATE] = _estimate(node, estimate_size)
     return got
 
 
@@ -714,10 +717,47 @@ class Skeleton:
     dfa: DFA
     points: tuple[tuple[int, int, int], ...]
     dispatches: tuple[Dispatch, ...]
+    key: str = ""
+    """:func:`structure_key` of the tree compiled (the dispatches as holes): what the skeleton is cached by."""
 
 
-def compile_skeleton(node: Node) -> Skeleton:
-    """Compile ``node`` with every :class:`Dispatch` replaced by a hole (a two-byte placeholder)."""
+def compile_skeleton(node: Node, *, shipped: bool = True) -> Skeleton:
+    """Compile ``node`` with every :class:`Dispatch` replaced by a hole (a two-byte placeholder).
+
+    A skeleton depends on the format and the options only, so it is compiled once per process, and the
+    common ones ship with the package (:mod:`toolgrammar.skeletons`: read instead of compiled when
+    ``shipped``)."""
+    skeleton_tree, dispatches = _skeleton_tree(node)
+    key = structure_key(skeleton_tree)
+    with _skeletons_lock:
+        hit = _skeletons.get(key)
+        if hit is not None:
+            _skeletons.move_to_end(key)
+            return Skeleton(dfa=hit[0], points=hit[1], dispatches=tuple(dispatches), key=key)
+    found_shipped = None
+    if shipped:
+        from .skeletons import shipped_skeleton  # the package's data, read through the cache's checks
+
+        found_shipped = shipped_skeleton(key, len(dispatches))
+    if found_shipped is not None:
+        dfa, points = found_shipped
+    else:
+        dfa = compile_dfa(skeleton_tree)
+        points = _dispatch_points(dfa, len(dispatches))
+    with _skeletons_lock:
+        _skeletons[key] = (dfa, points)
+        while len(_skeletons) > 64:
+            _skeletons.popitem(last=False)
+    return Skeleton(dfa=dfa, points=points, dispatches=tuple(dispatches), key=key)
+
+
+def skeleton_key(node: Node) -> str:
+    """The key ``node``'s skeleton is cached and shipped under (:attr:`Skeleton.key`), without compiling it."""
+    return structure_key(_skeleton_tree(node)[0])
+
+
+def _skeleton_tree(node: Node) -> tuple[Node, list[Dispatch]]:
+    """``node`` with each :class:`Dispatch` replaced by a hole, and the dispatches in hole order."""
     found: dict[int, int] = {}
     dispatches: list[Dispatch] = []
     memo: dict[int, Node] = {}
@@ -765,27 +805,20 @@ def compile_skeleton(node: Node) -> Skeleton:
         memo[id(n)] = out
         return out
 
-    skeleton_tree = rewrite(node)
-    key = structure_key(skeleton_tree)
-    with _skeletons_lock:
-        hit = _skeletons.get(key)
-        if hit is not None:
-            _skeletons.move_to_end(key)
-            return Skeleton(dfa=hit[0], points=hit[1], dispatches=tuple(dispatches))
-    dfa = compile_dfa(skeleton_tree)
+    return rewrite(node), dispatches
+
+
+def _dispatch_points(dfa: DFA, n_dispatches: int) -> tuple[tuple[int, int, int], ...]:
+    """Where the holes of a compiled skeleton are: ``(p, e, j)`` as :attr:`Skeleton.points` holds them."""
     t = dfa.transitions
     points = []
     for p in np.flatnonzero(t[:, HOLE_BYTE] >= 0).tolist():
         q = int(t[p, HOLE_BYTE])
         allowed = np.flatnonzero(t[q] >= 0)
-        if len(allowed) == 1 and 0xF8 <= allowed[0] < 0xF8 + len(dispatches):
+        if len(allowed) == 1 and 0xF8 <= allowed[0] < 0xF8 + n_dispatches:
             j = int(allowed[0]) - 0xF8
             points.append((p, int(t[q, 0xF8 + j]), j))
-    with _skeletons_lock:
-        _skeletons[key] = (dfa, tuple(points))
-        while len(_skeletons) > 64:
-            _skeletons.popitem(last=False)
-    return Skeleton(dfa=dfa, points=tuple(points), dispatches=tuple(dispatches))
+    return tuple(points)
 
 
 # A turn's skeleton depends on the format and the options, not on the tools (their names and schemas are
@@ -881,7 +914,8 @@ def literal_bytes(node: Node, *, tails: bool = True) -> list[bytes]:
     return list(out)
 
 
-_witnesses: weakref.WeakKeyDictionary[Node, bytes | None] = weakref.WeakKeyDictionary()
+_WITNESS = "_shortest_witness"
+"""The attribute a node's :func:`shortest_witness` is kept in (as :data:`_ESTIMATE`)."""
 
 
 def shortest_witness(node: Node) -> bytes | None:
@@ -891,8 +925,9 @@ def shortest_witness(node: Node) -> bytes | None:
     used when it passes their condition (``None`` otherwise). Its length bounds from above the tokens
     a byte-level tokenizer needs to cross the language (every byte is a token).
     """
-    if node in _witnesses:
-        return _witnesses[node]
+    memo = node.__dict__
+    if _WITNESS in memo:
+        return memo[_WITNESS]  # type: ignore[no-any-return]
     out: bytes | None
     if isinstance(node, Lit):
         out = node.data
@@ -922,7 +957,7 @@ def shortest_witness(node: Node) -> bytes | None:
         out = None if sep is None or any(w is None for w in required) else sep.join(required)  # type: ignore[arg-type]
     else:
         raise GrammarError(f"unknown grammar node {type(node).__name__}")
-    _witnesses[node] = out
+    memo[_WITNESS] = out
     return out
 
 

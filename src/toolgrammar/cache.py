@@ -67,7 +67,11 @@ def load(kind: str, key: str, check: Check | None = None) -> dict[str, np.ndarra
     root = cache_root()
     if root is None:
         return None
-    path = root / kind / f"{key}.npz"
+    return load_file(root / kind / f"{key}.npz", kind, key, check)
+
+
+def load_file(path: Path, kind: str, key: str, check: Check | None = None) -> dict[str, np.ndarray] | None:
+    """:func:`load` of the entry at ``path`` (a cache entry, or one shipped in the package), verified alike."""
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}
@@ -114,13 +118,18 @@ def _ignored(path: Path, reason: str) -> None:
     return None
 
 
+def stamped(kind: str, key: str, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``arrays`` with the format version and the digest :func:`load_file` verifies: an entry as stored."""
+    return {**arrays, _VERSION: np.int64(FORMAT_VERSION), _DIGEST: digest(kind, key, arrays)}
+
+
 def save(kind: str, key: str, arrays: dict[str, np.ndarray]) -> None:
     """Write an entry atomically; a read-only or full disk only costs the cache, never the caller."""
     root = cache_root()
     if root is None:
         return
     folder = root / kind
-    entry = {**arrays, _VERSION: np.int64(FORMAT_VERSION), _DIGEST: digest(kind, key, arrays)}
+    entry = stamped(kind, key, arrays)
     tmp: str | None = None
     try:
         folder.mkdir(parents=True, exist_ok=True)
