@@ -557,6 +557,17 @@ class Loops:
         return got
 
 
+def _edges_by_head(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Token edges ``src -> dst`` as the C core's ``relax`` takes them: (heads, tails), sorted by head."""
+    order = np.argsort(dst, kind="stable")
+    return np.ascontiguousarray(dst[order]), np.ascontiguousarray(src[order])
+
+
+def _relax_native(core: Any, d: np.ndarray, heads: np.ndarray, tails: np.ndarray) -> None:
+    """``d[t] <= d[h] + 1`` along every edge, least such ``d`` under its starting values (in place)."""
+    core.relax(d, heads, tails, INF)
+
+
 def _spliced(old: np.ndarray, lo: int, rows: np.ndarray, changed: int, value: Any) -> np.ndarray:
     """A per-state array after a tail was appended: ``old``'s first ``lo`` entries, then ``rows`` (the new
     states'), with entry ``changed`` (the stub whose row was rewritten) set to ``value``."""
@@ -810,8 +821,7 @@ class TokenGrammar:
         core = self.table.native
         if core is not None and len(s_in):
             # d[s] <= d[t] + 1 along each edge s -> t inside the tail: shortest paths from the exits, in C.
-            order = np.argsort(d_in, kind="stable")
-            core.relax(d, np.ascontiguousarray(d_in[order]), np.ascontiguousarray(s_in[order]), INF)
+            _relax_native(core, d, *_edges_by_head(s_in, d_in))
             s_in = s_in[:0]
         while len(s_in):
             new = d.copy()
@@ -924,13 +934,12 @@ class TokenGrammar:
         most one more than a state a token leads to, a stub at most its weight more than the state after
         its dispatch; the stubs' joins are applied between passes until nothing moves (the state after a
         dispatch rarely depends on another stub, so two passes are the rule)."""
-        order = np.argsort(dst, kind="stable")
-        heads, tails = np.ascontiguousarray(dst[order]), np.ascontiguousarray(src[order])
+        edges = _edges_by_head(src, dst)
         stubs = np.fromiter(self.auto.stubs, dtype=np.int64, count=len(self.auto.stubs))
         after = np.array([e for e, _j, _b in self.auto.stubs.values()], dtype=np.int64)
         weights = np.array([self._stub_weights[s] for s in self.auto.stubs], dtype=np.int64)
         while True:
-            core.relax(dist, heads, tails, INF)
+            _relax_native(core, dist, *edges)
             if not len(stubs):
                 break
             joined = np.minimum(dist[after] + weights, INF)

@@ -79,23 +79,31 @@ def shipped_skeleton(key: str, n_dispatches: int) -> tuple[DFA, tuple[tuple[int,
         return None
     from .grammar import _check_cached_dfa  # the layout of a cached turn automaton, which this shares
 
-    entry = cache.load_file(path, KIND, key, check=_check_cached_dfa)
+    def check(entry: dict[str, np.ndarray]) -> str | None:
+        problem = _check_cached_dfa(entry)
+        if problem is None:
+            stored = tuple((int(p), int(e), int(j)) for p, e, j in entry["points"].tolist())
+            points = _dispatch_points(_dfa(entry), n_dispatches)
+            if stored != points:
+                problem = f"dispatch points {stored} where its automaton has {points}"
+        return problem
+
+    entry = cache.load_file(path, KIND, key, check=check)
     if entry is None:
         return None
+    dfa = _dfa(entry)
+    return dfa, _dispatch_points(dfa, n_dispatches)
+
+
+def _dfa(entry: dict[str, np.ndarray]) -> DFA:
     t = entry["transitions"]
-    dfa = DFA(
+    return DFA(
         transitions=t,
         start=int(entry["start"]),
         accepting=entry["accepting"],
         safe=entry["safe"],
         stats={"dfa_states": int(t.shape[0]), "shipped": True},
     )
-    points = _dispatch_points(dfa, n_dispatches)
-    stored = tuple((int(p), int(e), int(j)) for p, e, j in entry["points"].tolist())
-    if stored != points:
-        cache._ignored(path, f"dispatch points {stored} where its automaton has {points}")
-        return None
-    return dfa, points
 
 
 def _arrays(dfa: DFA, points: Sequence[tuple[int, int, int]]) -> dict[str, np.ndarray]:
@@ -122,13 +130,8 @@ def compiled() -> dict[str, tuple[list[str], dict[str, np.ndarray]]]:
         try:
             opts = options_from_kwargs(format=fmt, **options)
             node = turn_node(tools, opts, get_format(fmt))
-            other = (
-                turn_node(
-                    other_tools, options_from_kwargs(format=fmt, **{**options, "tool_choice": "ping"}), get_format(fmt)
-                )
-                if opts.named_tool
-                else turn_node(other_tools, opts, get_format(fmt))
-            )
+            other_options = {**options, "tool_choice": "ping"} if opts.named_tool else options  # a tool of that list
+            other = turn_node(other_tools, options_from_kwargs(format=fmt, **other_options), get_format(fmt))
         except GrammarError as error:  # pragma: no cover - configurations() lists only what compiles
             raise GrammarError(f"skeleton configuration {name}: {error}") from error
         if skeleton_key(node) != skeleton_key(other):
@@ -151,9 +154,8 @@ def differences(folder: Path = SHIPPED_DIR) -> list[str]:
             continue
         with np.load(path, allow_pickle=False) as data:
             stored = {k: data[k] for k in data.files}
-        if set(stored) != set(cache.stamped(KIND, key, arrays)) or any(
-            not np.array_equal(stored[k], v) for k, v in cache.stamped(KIND, key, arrays).items()
-        ):
+        expected = cache.stamped(KIND, key, arrays)
+        if set(stored) != set(expected) or any(not np.array_equal(stored[k], v) for k, v in expected.items()):
             problems.append(f"{path.name} differs from a fresh compile ({names[0]})")
     problems += [f"left over: {p.name}" for p in sorted(folder.glob("*.npz")) if p.stem not in fresh]
     return problems
