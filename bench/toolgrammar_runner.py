@@ -78,7 +78,8 @@ class ToolgrammarRunner(EngineRunner):
 
     def fresh(self) -> None:
         """Forget every compiled tool set: in memory (grammars, validated tools, shared sub-automata,
-        tool tails, the turn skeletons, which do not depend on the tools) and on disk (a new, empty
+        tool tails, the turn skeletons, which do not depend on the tools, and the token table's text-state
+        exits, which depend on the tokenizer alone) and on disk (a new, empty
         ``TOOLGRAMMAR_CACHE`` folder)."""
         from toolgrammar import automaton, engine, json_grammar, lazy, tools
 
@@ -89,6 +90,7 @@ class ToolgrammarRunner(EngineRunner):
         json_grammar.any_value.cache_clear()
         automaton.clear_caches()
         lazy.clear_tail_cache()
+        engine.clear_text_exits()
 
     def forget_memory(self) -> None:
         """Drop the in-memory caches only (the on-disk cache stays): a fresh process, tokenizer aside."""
@@ -99,6 +101,7 @@ class ToolgrammarRunner(EngineRunner):
         json_grammar.any_value.cache_clear()
         automaton.clear_caches()
         lazy.clear_tail_cache()
+        engine.clear_text_exits()
 
     def compile(self, toolset: ToolSet) -> Any:
         return self.Processor(self.tokenizer, toolset.tools, max_new_tokens=MAX_NEW_TOKENS)

@@ -326,8 +326,7 @@ def test_relax_finds_the_least_fixpoint(seed, n):
             break
         want = new
     got = start.copy()
-    order = np.argsort(dst, kind="stable")
-    native.module().relax(got, np.ascontiguousarray(dst[order]), np.ascontiguousarray(src[order]), inf)
+    native.module().relax(got, dst.astype(np.int64), src.astype(np.int64), inf)  # edges in any order
     assert np.array_equal(np.minimum(got, inf), np.minimum(want, inf))
 
 
@@ -437,3 +436,85 @@ def test_shifting_and_compacting_refuse_what_does_not_fit():
         core.compact(
             table, np.array([5], dtype=np.int64), np.array([0, -1], dtype=np.int32), np.empty((1, 2), np.int32)
         )
+
+
+def _text_states(tg: TokenGrammar) -> dict[tuple[int, int], list[int]]:
+    """Dense text states (the core's exits apply to them), grouped by their loop words."""
+    groups: dict[tuple[int, int], list[int]] = {}
+    n = tg.table.n_tokens
+    for state in range(tg.n_states):
+        if state == tg.auto.trap or tg.dist[state] >= INF:
+            continue
+        if int(tg.table.first_symbol_counts[tg.transitions[state] >= 0].sum()) * 2 <= n:
+            continue
+        groups.setdefault((int(tg.loops.low0[state]), int(tg.loops.low1[state])), []).append(state)
+    return groups
+
+
+@pytest.mark.parametrize(("toolset", "options"), CASES)
+def test_text_states_walked_from_another_states_exits_get_the_same_mask(
+    qwen3_vocab, tables, toolset, options, monkeypatch, tmp_path
+):
+    """A text state's mask from the exits another state with the same loop words recorded (only the trie's
+    ranges where a path leaves the state are walked) equals its own whole walk: allowed tokens, largest need,
+    count. Every pair of such states in the automaton, both ways round, over up to 40 states a group."""
+    core_table, _ = tables
+    tg, _ = _grammars(qwen3_vocab, tables, toolset, options, monkeypatch, tmp_path)
+    n = qwen3_vocab.n_tokens
+    shared = 0
+    for loops, states in _text_states(tg).items():
+        states = states[:40]
+        whole = {}
+        for state in states:
+            core_table.forget_text_exits()
+            whole[state] = tg._compute_native(state)
+        for recorder in states[:3]:
+            core_table.forget_text_exits()
+            tg._compute_native(recorder)
+            exits = core_table.text_exits(loops)
+            if exits is None:
+                continue  # this state's UTF-8 characters do not all come back to it: it never records
+            for state in states:
+                got = tg._compute_native(state)
+                want = whole[state]
+                assert np.array_equal(_allowed(got, n), _allowed(want, n)), (recorder, state)
+                assert (got.max_need, got.n_allowed) == (want.max_need, want.n_allowed), (recorder, state)
+                shared += state != recorder
+    assert shared, "no text state was walked from another state's exits"
+
+
+def test_a_json_string_walks_a_few_exits_not_the_trie(qwen3_vocab, tables, monkeypatch, tmp_path):
+    """The exits of a JSON string's body are the tokens that leave it (a quote, a backslash, a control byte,
+    a character cut short): a few thousand trie nodes, where the whole walk visits the vocabulary's trie."""
+    core_table, _ = tables
+    tg, _ = _grammars(qwen3_vocab, tables, "seed-strings", {}, monkeypatch, tmp_path)
+    groups = _text_states(tg)
+    core_table.forget_text_exits()
+    recorded = {}
+    for loops, states in groups.items():
+        tg._compute_native(states[0])
+        got = core_table.text_exits(loops)
+        if got is not None:
+            recorded[loops] = got
+    assert recorded, "no text state recorded its exits"
+    nodes = len(core_table.pre_sym)
+    for exits, has_pure in recorded.values():
+        covered = int((exits[:, 1] - exits[:, 0]).sum())
+        assert has_pure == 1
+        assert 0 < covered < nodes // 10, (covered, nodes)
+        starts = exits[:, 0]
+        assert np.all(np.diff(starts) > 0), "exits come in preorder, one range per node"
+        assert np.all(exits[:-1, 1] <= exits[1:, 0]), "ranges do not overlap"
+
+
+def test_the_text_exits_kept_per_table_are_bounded(qwen3_vocab):
+    from toolgrammar import engine
+
+    table = TokenTable(qwen3_vocab, native=True)  # its own: the shared fixture's exits are real ones
+    for k in range(engine.MAX_TEXT_EXITS + 5):
+        table.remember_text_exits((k, 0), np.zeros((1, 3), dtype=np.int32), 1)
+    assert len(table._text_exits) == engine.MAX_TEXT_EXITS
+    assert table.text_exits((0, 0)) is None  # the first ones out
+    assert table.text_exits((engine.MAX_TEXT_EXITS + 4, 0)) is not None
+    table.forget_text_exits()
+    assert table.text_exits((engine.MAX_TEXT_EXITS + 4, 0)) is None

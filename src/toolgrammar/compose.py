@@ -419,10 +419,15 @@ def up_to(item: DFA, count: int, safe_flag: bool, owned: bool = False) -> DFA | 
     ends = np.flatnonzero(item.accepting)
     n = item.n_states
     table, accepting, safe, offsets = _stack([item] * count, spare=1, owned=[owned] * count)
-    for k in range(count - 1):
-        nxt = int(offsets[k + 1]) + item.start
-        _merge_rows(table, int(offsets[k]) + ends, table[nxt].copy())
-        safe[int(offsets[k]) + ends] |= safe[nxt]
+    if count > 1 and len(ends):
+        # Every copy's ends take the next copy's first row: the item's first row shifted by the next
+        # copy's offset (no overlap, checked above), all copies in one assignment rather than a
+        # row merge per copy (a maxItems 50 array: 49 merges, 2 ms of its tail).
+        first = item.transitions[item.start]
+        cols = np.flatnonzero(first >= 0)
+        rows = offsets[:-1, None] + ends[None, :]
+        table[rows[:, :, None], cols[None, None, :]] = (first[cols][None, :] + offsets[1:, None])[:, None, :]
+        safe[rows.ravel()] |= bool(item.safe[item.start])
     table[-1] = table[item.start]  # the first copy's first row, from a state that accepts
     accepting[-1] = True
     safe[-1] = safe_flag or bool(item.safe[item.start])

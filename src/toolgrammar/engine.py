@@ -172,8 +172,35 @@ class TokenTable:
             raise TokenizerError(f"the C core was asked for, but {native_core.describe()}")
         self.native = core
         """The C core (:mod:`toolgrammar.native`) when it walks this table's tokens; ``None``: numpy walks."""
+        self._text_exits: OrderedDict[tuple[int, int], tuple[np.ndarray, int]] = OrderedDict()
+        self._text_exits_lock = threading.Lock()
         if core is not None:
             self._build_preorder(core)
+
+    def text_exits(self, loops: tuple[int, int]) -> tuple[np.ndarray, int] | None:
+        """The exits of a text state's walk with these loop words (see :meth:`remember_text_exits`), or None."""
+        with self._text_exits_lock:
+            got = self._text_exits.get(loops)
+            if got is not None:
+                self._text_exits.move_to_end(loops)
+            return got
+
+    def remember_text_exits(self, loops: tuple[int, int], exits: np.ndarray, has_pure: int) -> None:
+        """Keep what the C core recorded of a dense text state's walk: the trie nodes where a path leaves the
+        state (a string's closing quote, an escape, a control byte, a character cut short), as
+        ``(node, end, prefix)`` rows. Every state with the same loop words (and whole UTF-8 characters
+        returning to it) walks the rest of the trie the same way, so the next such state's mask walks only
+        these ranges: a JSON string's first visit costs a few thousand nodes, not the vocabulary's trie.
+        Per tokenizer, like the trie itself, and bounded (:data:`MAX_TEXT_EXITS` loop sets)."""
+        with self._text_exits_lock:
+            self._text_exits[loops] = (exits, has_pure)
+            self._text_exits.move_to_end(loops)
+            while len(self._text_exits) > MAX_TEXT_EXITS:
+                self._text_exits.popitem(last=False)
+
+    def forget_text_exits(self) -> None:
+        with self._text_exits_lock:
+            self._text_exits.clear()
 
     def _build_trie(self) -> None:
         """The tokens as a trie of symbols, by depth (~0.1 s for Qwen3, 333k nodes for 976k symbols).
@@ -557,15 +584,10 @@ class Loops:
         return got
 
 
-def _edges_by_head(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Token edges ``src -> dst`` as the C core's ``relax`` takes them: (heads, tails), sorted by head."""
-    order = np.argsort(dst, kind="stable")
-    return np.ascontiguousarray(dst[order]), np.ascontiguousarray(src[order])
-
-
-def _relax_native(core: Any, d: np.ndarray, heads: np.ndarray, tails: np.ndarray) -> None:
-    """``d[t] <= d[h] + 1`` along every edge, least such ``d`` under its starting values (in place)."""
-    core.relax(d, heads, tails, INF)
+def _relax_native(core: Any, d: np.ndarray, src: np.ndarray, dst: np.ndarray) -> None:
+    """``d[s] <= d[t] + 1`` along every token edge ``s -> t``, least such ``d`` under its starting values
+    (in place; the core buckets the edges by ``t`` itself)."""
+    core.relax(d, np.ascontiguousarray(dst, dtype=np.int64), np.ascontiguousarray(src, dtype=np.int64), INF)
 
 
 def _spliced(old: np.ndarray, lo: int, rows: np.ndarray, changed: int, value: Any) -> np.ndarray:
@@ -607,8 +629,21 @@ def _utf8_returns(transitions: np.ndarray, state: int) -> bool:
     return True
 
 
+MAX_TEXT_EXITS = 64
+"""Loop sets whose text-state exits a :class:`TokenTable` keeps (a few KB to a few hundred KB each)."""
+
+TEXT_EXITS_CAP = 1 << 17
+"""The most exits recorded for one loop set (past that the state's walks stay whole walks)."""
+
 _tables: dict[str, TokenTable] = {}
 _tables_lock = threading.Lock()
+
+
+def clear_text_exits() -> None:
+    """Forget every token table's text-state exits (:meth:`TokenTable.remember_text_exits`): what a new
+    process knows, its tokenizer's table aside."""
+    for table in list(_tables.values()):
+        table.forget_text_exits()
 
 
 def token_table(vocab: Vocabulary) -> TokenTable:
@@ -821,7 +856,7 @@ class TokenGrammar:
         core = self.table.native
         if core is not None and len(s_in):
             # d[s] <= d[t] + 1 along each edge s -> t inside the tail: shortest paths from the exits, in C.
-            _relax_native(core, d, *_edges_by_head(s_in, d_in))
+            _relax_native(core, d, s_in, d_in)
             s_in = s_in[:0]
         while len(s_in):
             new = d.copy()
@@ -934,12 +969,12 @@ class TokenGrammar:
         most one more than a state a token leads to, a stub at most its weight more than the state after
         its dispatch; the stubs' joins are applied between passes until nothing moves (the state after a
         dispatch rarely depends on another stub, so two passes are the rule)."""
-        edges = _edges_by_head(src, dst)
+        src, dst = np.ascontiguousarray(src, dtype=np.int64), np.ascontiguousarray(dst, dtype=np.int64)
         stubs = np.fromiter(self.auto.stubs, dtype=np.int64, count=len(self.auto.stubs))
         after = np.array([e for e, _j, _b in self.auto.stubs.values()], dtype=np.int64)
         weights = np.array([self._stub_weights[s] for s in self.auto.stubs], dtype=np.int64)
         while True:
-            _relax_native(core, dist, *edges)
+            _relax_native(core, dist, src, dst)
             if not len(stubs):
                 break
             joined = np.minimum(dist[after] + weights, INF)
@@ -1061,7 +1096,10 @@ class TokenGrammar:
         ids = np.empty(n, dtype=np.int64)
         trapped = np.empty(n, dtype=np.int64)
         t = np.ascontiguousarray(self.transitions, dtype=np.int32)
-        k, max_need, n_trapped = table.native.trie_mask(
+        loops = (int(self.loops.low0[state]), int(self.loops.low1[state]))
+        exits = table.text_exits(loops) if dense else None
+        record = np.empty((TEXT_EXITS_CAP, 3), dtype=np.int32) if dense and exits is None else None
+        k, max_need, n_trapped, n_recorded, has_pure = table.native.trie_mask(
             t,
             t.shape[1],
             state,
@@ -1085,7 +1123,12 @@ class TokenGrammar:
             ok,
             ids,
             trapped,
+            exits[0] if exits is not None else None,
+            exits[1] if exits is not None else 0,
+            record,
         )
+        if n_recorded >= 0 and record is not None:
+            table.remember_text_exits(loops, record[:n_recorded].copy(), has_pure)
         if n_trapped:
             stubs = self._stubs_hit(state, trapped[:n_trapped]) if self.auto.stubs else set()
             if stubs:
@@ -1094,6 +1137,8 @@ class TokenGrammar:
             return StateMask(False, None, np.sort(ids[:k]), k, max_need)
         if k == n:
             return StateMask(True, None, None, k, max_need)
+        if dense and (n - k) * 4 <= n:  # ids lists every token left out
+            return StateMask(False, np.sort(ids[: n - k]), None, k, max_need)
         if k * 2 >= n:
             return StateMask(False, np.flatnonzero(ok == 0), None, k, max_need)
         return StateMask(False, None, np.flatnonzero(ok), k, max_need)
