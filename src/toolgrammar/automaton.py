@@ -1062,11 +1062,21 @@ def subset_dfa(node: Node, safe: bool) -> DFA:
         closure_cache[state] = result
         return result
 
+    edges_of = nfa.edges
+    safe_of = nfa.safe
+    safe_mark = len(edges_of)  # past every state: the set is safe (see below)
+
     def closure(states: Iterable[int]) -> frozenset[int]:
+        """The set's key: the states of the closure that read a symbol, ``end``, and the safe mark when any
+        state of the closure is safe (the states an epsilon path only passes through add nothing to the
+        future; keyed by them, equal futures were different states, see the C core's ``subset``)."""
         out: set[int] = set()
         for s in states:
             out |= closure_of(s)
-        return frozenset(out)
+        key = {s for s in out if edges_of[s] or s == end}
+        if any(safe_of[s] for s in out):
+            key.add(safe_mark)
+        return frozenset(key)
 
     start_set = closure([start])
     index: dict[frozenset[int], int] = {start_set: 0}
@@ -1076,7 +1086,7 @@ def subset_dfa(node: Node, safe: bool) -> DFA:
     while i < len(sets):
         current = sets[i]
         i += 1
-        edges = [e for s in current for e in nfa.edges[s]]
+        edges = [e for s in current if s != safe_mark for e in edges_of[s]]
         row: list[tuple[int, int]] = []
         if edges:
             # Blocks by their lowest symbol: new states are then numbered as _canonical numbers them,
@@ -1099,8 +1109,7 @@ def subset_dfa(node: Node, safe: bool) -> DFA:
         for block, t in row:
             table[s, indices_of_mask(block)] = t
     accepting = np.array([end in st for st in sets], dtype=bool)
-    safe_flags = np.array(nfa.safe, dtype=bool)
-    safe_sets = np.array([bool(safe_flags[list(st)].any()) for st in sets], dtype=bool)
+    safe_sets = np.array([safe_mark in st for st in sets], dtype=bool)
     return DFA(table, 0, accepting, safe_sets, stats={"nfa_states": len(nfa.edges)})
 
 
