@@ -524,7 +524,7 @@ static int walk_nodes(Walk *w, Py_ssize_t i0, Py_ssize_t i1) {
             int8_t next = 0;
             if (standing == 1) {
                 if (sym_i < 128 && ((sym_i < 64 ? w->L0[q] >> sym_i : w->L1[q] >> (sym_i - 64)) & 1)) next = 1;
-                else if (sym_i < 256 && utf8_pattern_of(sym_i) >= 0) {
+                else if (sym_i >= 0xC2 && sym_i <= 0xF4) { /* a lead byte (utf8_pattern_of finds its row) */
                     int p = utf8_pattern_of(sym_i);
                     next = 2;
                     w->pattern[d + 1] = (int8_t)p;

@@ -996,8 +996,7 @@ class TokenGrammar:
                     rep = self._representative(state)
                     m = self._masks.get(rep) if rep != state else None
                     if m is None:
-                        m = self._compute(rep)
-                        self._masks[rep] = m
+                        m = self._compute(state)
                     self._masks[state] = m
         if remaining is None or remaining - 1 >= m.max_need:
             return m
@@ -1010,43 +1009,15 @@ class TokenGrammar:
         Large tails are not minimized (see :func:`toolgrammar.lazy.tail_dfa`), and subset construction
         leaves equivalent states with identical rows behind (a string's first character and the ones after
         it): without this, each would walk the vocabulary on its first visit. A stub's row stands for a
-        tail not built yet, so a stub is only ever its own representative.
-
-        A row seen first is represented by the state it leads to most often when that state has the same
-        row and flags: the state after a string's first character, which loops where the first one moves
-        on. Its walk takes what loops on it whole (and reuses a string's exits, see
-        :meth:`TokenTable.remember_text_exits`); the first character's own walk has no loop to take and
-        walks the whole vocabulary (2 ms in a large tail, 0.3 ms for the state after it)."""
+        tail not built yet, so a stub is only ever its own representative."""
         rep = self._same_row.get(state)
         if rep is None:
             rep = state
             if state not in self.auto.stubs:
-                row = self.transitions[state]
-                key = (row.tobytes(), bool(self.auto.accepting[state]), bool(self.auto.safe[state]))
-                rep = self._rows_seen.get(key, -1)
-                if rep < 0:
-                    rep = self._looping_twin(state, row)
-                    self._rows_seen[key] = rep
+                key = (self.transitions[state].tobytes(), bool(self.auto.accepting[state]), bool(self.auto.safe[state]))
+                rep = self._rows_seen.setdefault(key, state)
             self._same_row[state] = rep
         return rep
-
-    def _looping_twin(self, state: int, row: np.ndarray) -> int:
-        """The state ``row`` leads to most often, if its row and flags equal ``state``'s; else ``state``."""
-        targets = row[(row >= 0) & (row != state)]
-        if not len(targets):
-            return state
-        values, counts = np.unique(targets, return_counts=True)
-        twin = int(values[np.argmax(counts)])
-        auto = self.auto
-        if (
-            twin == auto.trap
-            or twin in auto.stubs
-            or bool(auto.accepting[twin]) != bool(auto.accepting[state])
-            or bool(auto.safe[twin]) != bool(auto.safe[state])
-            or not np.array_equal(self.transitions[twin], row)
-        ):
-            return state
-        return twin
 
     def _walk(self, state: int) -> np.ndarray:
         self.n_walks += 1
