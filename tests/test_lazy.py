@@ -12,7 +12,7 @@ import pytest
 from toolgrammar import lazy
 from toolgrammar.engine import Cursor, TokenGrammar
 from toolgrammar.errors import GrammarError
-from toolgrammar.formats import get_format
+from toolgrammar.formats import FORMATS, get_format
 from toolgrammar.grammar import compile_turn
 from toolgrammar.testing import allowed_ids, random_walk
 
@@ -218,3 +218,27 @@ def test_the_tail_cache_is_bounded_in_bytes(vocab, monkeypatch):
     TokenGrammar(compile_turn(many_tools(3, "bytes3"), cache=False), vocab).build_all()
     assert len(lazy._tails) == 1 and lazy.cached_tail_bytes() == sizes[2]
     lazy.clear_tail_cache()
+
+
+def _ordered_tools(order: str) -> list[dict]:
+    """One tool whose properties (top level and nested) come in ``order``; required lists do not change."""
+    inner = {"x": {"type": "integer"}, "y": {"type": "string"}}
+    nested = {k: inner[k] for k in order.replace("a", "x").replace("b", "y")}
+    outer = {"a": {"type": "integer"}, "b": {"type": "object", "properties": nested}}
+    parameters = {"type": "object", "properties": {k: outer[k] for k in order}, "required": ["a"]}
+    return [{"name": "place", "parameters": parameters}]
+
+
+@pytest.mark.parametrize("fmt", [name for name in FORMATS if name != "qwen-xml"])
+def test_property_order_keys_the_shared_tails(vocab, fmt):
+    """Property order shapes the grammar (the calls follow the schema's order), so two schemas that differ
+    only in it must not share a cached tail: the second list's automaton is the one it has alone."""
+    lazy.clear_tail_cache()
+    TokenGrammar(compile_turn(_ordered_tools("ab"), format=fmt, cache=False), vocab).build_all()
+    after = TokenGrammar(compile_turn(_ordered_tools("ba"), format=fmt, cache=False), vocab)
+    after.build_all()
+    lazy.clear_tail_cache()
+    alone = TokenGrammar(compile_turn(_ordered_tools("ba"), format=fmt, cache=False), vocab)
+    alone.build_all()
+    assert np.array_equal(after.auto.transitions, alone.auto.transitions)
+    assert np.array_equal(after.auto.accepting, alone.auto.accepting)

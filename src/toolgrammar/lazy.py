@@ -21,13 +21,19 @@ it leads back to, and no earlier bound changes, so nothing depends on the order 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .automaton import DEAD, DFA, HOLE_BYTE, N_SYMBOLS, Node, Skeleton, compile_dfa, shift_into, shortest_witness
 from .errors import GrammarError
+
+if TYPE_CHECKING:
+    from .tools import Tool
 
 MAX_CACHED_TAILS = 1024
 """Compiled tails kept process-wide (least recently used out)."""
@@ -42,6 +48,18 @@ _tails_lock = threading.Lock()
 
 def _nbytes(dfa: DFA) -> int:
     return int(dfa.transitions.nbytes + dfa.accepting.nbytes + dfa.safe.nbytes)
+
+
+def schema_tail_key(shape: list[object], tool: Tool) -> str:
+    """The cache key of ``tool``'s tail: ``shape`` (JSON data: the format and the options that shape its
+    values) and the tool's arguments schema as :attr:`~toolgrammar.tools.Tool.schema_json` spells it.
+
+    That spelling keeps the properties in their order: a call writes them in that order, so two schemas
+    that differ only in it have two tails (a key that sorted them made the second list walk the first
+    list's order).
+    """
+    text = json.dumps(shape, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(f"{text}\0{tool.schema_json}".encode()).hexdigest()
 
 
 def tail_dfa(key: str, node: Node) -> DFA:
@@ -234,5 +252,6 @@ __all__ = [
     "LazyAutomaton",
     "cached_tail_bytes",
     "clear_tail_cache",
+    "schema_tail_key",
     "tail_dfa",
 ]

@@ -240,7 +240,13 @@ class Tool:
     """A deep copy of the entry exactly as given (either shape), for chat templates and re-normalizing."""
 
     def __hash__(self) -> int:
-        return hash((self.name, _canonical_json(self.parameters)))
+        return hash((self.name, self.schema_json))
+
+    @cached_property
+    def schema_json(self) -> str:
+        """:attr:`parameters` as canonical JSON: keywords sorted inside each schema node, the order of
+        properties, enum values and lists kept (the grammar depends on them), compact separators."""
+        return _canonical_json(self.parameters)
 
     def to_openai(self) -> dict[str, Any]:
         """This tool as an OpenAI tool entry with its original description and parameters."""

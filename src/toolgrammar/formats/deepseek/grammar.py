@@ -19,14 +19,13 @@ the token budget can always end a started block.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import TYPE_CHECKING, Any
 
 from ...automaton import Members, Node, alt, avoiding, dispatch, lit, seq, star, utf8_char
 from ...errors import GrammarError, ToolSchemaError
 from ...json_grammar import SchemaContext, check_size, object_node, schema_node
 from ...schema_strings import StringSchemaError, constrained_text, string_language
+from ..hermes.grammar import tail_key
 from .render import dumps
 
 if TYPE_CHECKING:
@@ -41,7 +40,9 @@ def block_grammar(tools: ToolSet, options: GrammarOptions, v: Variant) -> Node:
     selected = options.selected_tools(tools)
     if not selected:
         raise GrammarError("the deepseek block grammar needs at least one tool")
-    branches = [(_name_key(v, t.name), _tail(v, t, options), _tail_key(v, options, t.parameters)) for t in selected]
+    branches = [
+        (_name_key(v, t.name), _tail(v, t, options), tail_key(f"deepseek-{v.key}", options, t)) for t in selected
+    ]
     call = seq(lit(v.call_open + (v.call_type + v.tool_sep if v.kind == "v3" else "")), dispatch(branches))
     calls = seq(call, star(seq(lit(v.call_separator), call))) if options.parallel_tool_calls else call
     if v.dsml:
@@ -78,13 +79,6 @@ def _tail(v: Variant, tool: Tool, options: GrammarOptions) -> Node:
         members.append((seq(lit(f"{v.param_open}{key}"), value, lit(v.param_close)), key in required))
     body = Members(tuple(members), lit("\n")) if members else lit("")
     return check_size(seq(body, lit("\n" + v.call_close)), tool.parameters, ctx, "")
-
-
-def _tail_key(v: Variant, options: GrammarOptions, parameters: object) -> str:
-    """What a tool's tail depends on: the variant, the options that shape values, the arguments schema."""
-    shape = [options.whitespace, options.max_whitespace, options.escape_markers]
-    text = json.dumps([f"deepseek-{v.key}", shape, parameters], sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 STRING = '" string="true">'

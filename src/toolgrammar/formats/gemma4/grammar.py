@@ -24,20 +24,19 @@ required ones present, optional ones skippable, joined by ``,`` with no spaces; 
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import TYPE_CHECKING, Any
 
 from ...automaton import Members, Node, alt, avoiding, dispatch, lit, opt, repeat, seq, shared, star, utf8_char
 from ...errors import GrammarError, ToolSchemaError
 from ...json_grammar import SchemaContext, check_size, finite_number, integer_value, number_value
+from ...lazy import schema_tail_key
 from ...schema_strings import StringSchemaError, constrained_text, string_language
 from . import QUOTE, dictsort, render_value
 from .parser import CALL_PREFIX, ITEM_SEP, KEY_SEP
 
 if TYPE_CHECKING:
     from ...grammar import GrammarOptions
-    from ...tools import ToolSet
+    from ...tools import Tool, ToolSet
     from ..base import Markers
 
 ANY_DEPTH = 2
@@ -51,15 +50,14 @@ def block_grammar(tools: ToolSet, options: GrammarOptions, markers: Markers) -> 
         ctx = SchemaContext(ws=options.json_whitespace(), string_avoid=avoid, tool=tool.name)
         body = members(tool.parameters, ctx, "")
         tail = seq(body, lit("}" + markers.block_close))
-        branches.append((tool.name + "{", tail, tail_key(options, tool.parameters)))
+        branches.append((tool.name + "{", tail, tail_key(options, tool)))
     if not branches:
         raise GrammarError("the gemma4 block grammar needs at least one tool")
     return seq(lit(markers.block_open + CALL_PREFIX), dispatch(branches))
 
 
-def tail_key(options: GrammarOptions, parameters: object) -> str:
-    text = json.dumps(["gemma4", options.escape_markers, parameters], sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+def tail_key(options: GrammarOptions, tool: Tool) -> str:
+    return schema_tail_key(["gemma4", options.escape_markers], tool)
 
 
 def members(schema: dict[str, Any], ctx: SchemaContext, pointer: str) -> Node:

@@ -81,7 +81,7 @@ def block_grammar(tools: ToolSet, options: GrammarOptions, markers: Markers, tag
             members.append((seq(lit(head), value, lit(f"{tags.value_close}{spelling.after_value}<")), key in required))
         body = Members(tuple(members), lit("")) if members else lit("")
         tail = check_size(seq(body, lit(close[1:])), tool.parameters, ctx, "")
-        cache = tail_key(f"glm/{json.dumps([spelling.after_key, spelling.after_value])}", options, tool.parameters)
+        cache = tail_key(f"glm/{json.dumps([spelling.after_key, spelling.after_value])}", options, tool)
         branches.append((f"{tool.name}{spelling.after_name}<", tail, cache))
     if not branches:
         raise GrammarError("the glm block grammar needs at least one tool")

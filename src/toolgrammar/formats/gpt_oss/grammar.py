@@ -22,16 +22,15 @@ another.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import TYPE_CHECKING, Any
 
 from ...automaton import Node, alt, dispatch, lit, seq
 from ...json_grammar import SchemaContext, object_node
+from ..hermes.grammar import tail_key as json_tail_key
 
 if TYPE_CHECKING:
     from ...grammar import GrammarOptions
-    from ...tools import ToolSet
+    from ...tools import Tool, ToolSet
     from ..base import Markers
 
 MESSAGE = "<|message|>"
@@ -52,15 +51,13 @@ def block_grammar(tools: ToolSet, options: GrammarOptions, block: dict[str, Any]
         args = object_node(tool.parameters, ctx)
         for first, rest in (("<", after_lt), (" ", after_space)):
             tail = seq(rest, args)
-            branches.append((tool.name + first, tail, tail_key(first, options, tool.parameters)))
+            branches.append((tool.name + first, tail, tail_key(first, options, tool)))
     return seq(lit(markers.block_open), dispatch(branches))
 
 
-def tail_key(first: str, options: GrammarOptions, parameters: object) -> str:
+def tail_key(first: str, options: GrammarOptions, tool: Tool) -> str:
     """What a tool's tail depends on: the format, the header branch, the JSON options, the arguments schema."""
-    shape = [options.whitespace, options.max_whitespace, options.escape_markers]
-    text = json.dumps(["gpt-oss", first, shape, parameters], sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return json_tail_key(f"gpt-oss/{first}", options, tool)
 
 
 __all__ = ["block_grammar", "tail_key"]

@@ -5,16 +5,16 @@ One block: ``<tool_call>\\n{"name": ..., "arguments": ...}\\n</tool_call>``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import TYPE_CHECKING
 
 from ...automaton import Node, dispatch, lit, seq
 from ...json_grammar import SchemaContext, object_node
+from ...lazy import schema_tail_key
 
 if TYPE_CHECKING:
     from ...grammar import GrammarOptions
-    from ...tools import ToolSet
+    from ...tools import Tool, ToolSet
     from ..base import Markers
 
 
@@ -38,13 +38,11 @@ def block_grammar(tools: ToolSet, options: GrammarOptions, block: dict[str, str]
         # The name decides the rest: the engine compiles a tool's arguments when a call reaches them,
         # once per distinct schema and options (``tail_key``), whatever list the tool comes in.
         tail = seq(ws.item_sep(), lit(json.dumps(block["arguments_key"])), ws.key_sep(), args, wrap_ws, lit("}"))
-        branches.append((json.dumps(tool.name, ensure_ascii=False), tail, tail_key("hermes", options, tool.parameters)))
+        branches.append((json.dumps(tool.name, ensure_ascii=False), tail, tail_key("hermes", options, tool)))
     call = seq(lit("{"), wrap_ws, lit(json.dumps(block["name_key"])), ws.key_sep(), dispatch(branches))
     return seq(lit(block["open"]), call, lit(block["close"]))
 
 
-def tail_key(fmt: str, options: GrammarOptions, parameters: object) -> str:
+def tail_key(fmt: str, options: GrammarOptions, tool: Tool) -> str:
     """What a tool's tail depends on: the format, the options that shape JSON values, the arguments schema."""
-    shape = [options.whitespace, options.max_whitespace, options.escape_markers]
-    text = json.dumps([fmt, shape, parameters], sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return schema_tail_key([fmt, options.whitespace, options.max_whitespace, options.escape_markers], tool)

@@ -23,7 +23,6 @@ close after any complete call, so the token budget can always end a started bloc
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +30,7 @@ from ...automaton import Members, Node, alt, chars, dispatch, lit, repeat, seq, 
 from ...errors import GrammarError
 from ...json_grammar import SchemaContext, check_size, object_node
 from ..deepseek.parser import _WS
+from ..hermes.grammar import tail_key
 from ..raw_values import raw_text, raw_value_node
 from .parser import k2_markup, k3_markup
 
@@ -61,16 +61,10 @@ def block_grammar(tools: ToolSet, options: GrammarOptions, markers: Markers) -> 
     for tool in selected:
         args = object_node(tool.parameters, SchemaContext(ws=ws, string_avoid=avoid, tool=tool.name))
         tail = seq(index_node(), lit(m.argument_open), args, lit(m.call_close))
-        branches.append((tool.name + m.id_sep, tail, _tail_key(options, tool.parameters)))
+        branches.append((tool.name + m.id_sep, tail, tail_key("kimi", options, tool)))
     call = seq(lit(m.call_open + m.id_prefix), dispatch(branches))
     calls = seq(call, star(call)) if options.parallel_tool_calls else call
     return seq(lit(markers.block_open), calls, lit(markers.block_close))
-
-
-def _tail_key(options: GrammarOptions, parameters: object) -> str:
-    shape = [options.whitespace, options.max_whitespace, options.escape_markers]
-    text = json.dumps(["kimi", shape, parameters], sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _k3_forbidden() -> tuple[str, ...]:

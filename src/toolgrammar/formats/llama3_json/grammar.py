@@ -28,9 +28,7 @@ def call_grammar(tools: ToolSet, options: GrammarOptions, block: dict[str, Any])
     for tool in options.selected_tools(tools):
         args = object_node(tool.parameters, SchemaContext(ws=ws, string_avoid=(), tool=tool.name))
         tail = seq(ws.item_sep(), lit(json.dumps(key)), ws.key_sep(), args, ws.ws(), lit("}"))
-        branches.append(
-            (json.dumps(tool.name, ensure_ascii=False), tail, tail_key("llama3-json", options, tool.parameters))
-        )
+        branches.append((json.dumps(tool.name, ensure_ascii=False), tail, tail_key("llama3-json", options, tool)))
     return seq(lit(block["bare_open"]), ws.key_sep(), dispatch(branches))
 
 

@@ -42,7 +42,6 @@ allows as the same calls (``ast.literal_eval``), so a masked generation never fa
 from __future__ import annotations
 
 import ast
-import hashlib
 import json
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -82,11 +81,12 @@ from ...schema_strings import (
     string_language,
     union,
 )
+from ..hermes.grammar import tail_key as json_tail_key
 from .parser import _json_problem, render_value
 
 if TYPE_CHECKING:
     from ...grammar import GrammarOptions
-    from ...tools import ToolSet
+    from ...tools import Tool, ToolSet
     from ..base import Markers
 
 ANY_DEPTH = 3
@@ -113,7 +113,7 @@ def block_grammar(tools: ToolSet, options: GrammarOptions, block: dict[str, Any]
     for tool in selected:
         ctx = SchemaContext(ws=ws, string_avoid=avoid, tool=tool.name)
         tail = seq(arguments(tool.parameters, ctx), lit(")"))
-        groups.setdefault(tool.name[0], []).append((tool.name[1:] + "(", tail, tail_key(options, tool.parameters)))
+        groups.setdefault(tool.name[0], []).append((tool.name[1:] + "(", tail, tail_key(options, tool)))
     lazy = set(sorted(groups, key=lambda c: (-len(groups[c]), c))[:MAX_DISPATCHES])
     call = alt(
         *(
@@ -130,10 +130,8 @@ def block_grammar(tools: ToolSet, options: GrammarOptions, block: dict[str, Any]
     )
 
 
-def tail_key(options: GrammarOptions, parameters: object) -> str:
-    shape = [options.whitespace, options.max_whitespace, options.escape_markers]
-    text = json.dumps(["llama4-pythonic", shape, parameters], sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+def tail_key(options: GrammarOptions, tool: Tool) -> str:
+    return json_tail_key("llama4-pythonic", options, tool)
 
 
 def arguments(schema: dict[str, Any], ctx: SchemaContext) -> Node:

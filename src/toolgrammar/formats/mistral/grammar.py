@@ -28,10 +28,10 @@ def block_grammar(tools: ToolSet, options: GrammarOptions, block: dict[str, Any]
         args = object_node(tool.parameters, SchemaContext(ws=ws, string_avoid=(), tool=tool.name))
         if block["shape"] == "args":
             # The key ends at [ARGS], so that no name is a prefix of another's key.
-            branches.append((tool.name + block["args"], args, tail_key(fmt, options, tool.parameters)))
+            branches.append((tool.name + block["args"], args, tail_key(fmt, options, tool)))
         else:
             tail = seq(ws.item_sep(), lit(json.dumps(block["arguments_key"])), ws.key_sep(), args, ws.ws(), lit("}"))
-            branches.append((json.dumps(tool.name, ensure_ascii=False), tail, tail_key(fmt, options, tool.parameters)))
+            branches.append((json.dumps(tool.name, ensure_ascii=False), tail, tail_key(fmt, options, tool)))
     if block["shape"] == "args":
         return seq(lit(markers.block_open), dispatch(branches))
     call = seq(lit("{"), ws.ws(), lit(json.dumps(block["name_key"])), ws.key_sep(), dispatch(branches))
