@@ -26,8 +26,10 @@ records the peak RSS growth (``VmHWM`` reset through ``/proc/self/clear_refs`` b
 memory is handed back to the OS before each measurement) and the time of the first mask inside the block
 (the token after ``<tool_call>``). Engines run one after another on the same tool list, in a rotating
 order, so they share the noise; each cell is the median of ``--reps`` repetitions, each with a new tool
-list. The growth slope is the least-squares fit of log(time) against log(total schema bytes) per engine
-and shape (time ~ bytes^slope).
+list. Growth is fitted two ways per engine and shape: the slope of log(time) against log(total schema
+bytes) (time ~ bytes^slope), and the linear least-squares fit of time against schema size, whose slope is
+the cost of one more kilobyte of tools (ms/KB). The log-log slope also reflects the fixed cost: of two
+engines that pay the same per kilobyte, the one with the smaller fixed cost has the steeper slope.
 
 Every measurement checks itself: the canonical call's own token is never masked (the run stops if it is),
 and every engine masks something inside the block.
@@ -442,6 +444,18 @@ def slope(points: Sequence[tuple[float, float]]) -> float | None:
     return statistics.linear_regression([x for x, _ in pts], [y for _, y in pts]).slope
 
 
+def per_kb(points: Sequence[tuple[float, float]]) -> float | None:
+    """Least-squares slope of y (ms) on x (bytes), per kilobyte: what one more KB of tools costs."""
+    pts = [(x / 1024, y) for x, y in points if x and y is not None]
+    if len({x for x, _ in pts}) < 2:
+        return None
+    return statistics.linear_regression([x for x, _ in pts], [y for _, y in pts]).slope
+
+
+def _fit(pts: Sequence[tuple[float, float]]) -> dict[str, Any]:
+    return {"slope": slope(pts), "ms_per_kb": per_kb(pts), "points": len(pts)}
+
+
 def slopes(rows: list[Row], engines: Sequence[str]) -> dict[str, dict[str, dict[str, Any]]]:
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for shape in dict.fromkeys(r.shape for r in rows):
@@ -449,10 +463,10 @@ def slopes(rows: list[Row], engines: Sequence[str]) -> dict[str, dict[str, dict[
         out[shape] = {}
         for e in engines:
             pts = [(r.schema_bytes, r.ms(e)) for r in mine if r.ms(e) is not None]
-            out[shape][e] = {"slope": slope(pts), "points": len(pts)}
+            out[shape][e] = _fit(pts)
         if "toolgrammar" in engines:
             pts = [(r.schema_bytes, r.tg_block_ms()) for r in mine if r.tg_block_ms() is not None]
-            out[shape]["toolgrammar (without free text)"] = {"slope": slope(pts), "points": len(pts)}
+            out[shape]["toolgrammar (without free text)"] = _fit(pts)
     return out
 
 
@@ -558,14 +572,22 @@ def report(
         ]
         if tg_split:
             out += ["toolgrammar's compile + free-text steps (ms), by tool count: " + "; ".join(tg_split) + ".", ""]
-    out += ["## Growth: time ~ schema bytes ^ slope (least squares on log-log, medians)", ""]
+    out += [
+        "## Growth: time ~ schema bytes ^ slope (least squares on log-log, medians), and ms per KB of tools "
+        "(linear least squares)",
+        "",
+    ]
     cols = [e for e in ENGINES if has[e]] + (["toolgrammar (without free text)"] if has["toolgrammar"] else [])
     body = []
     for shape, per in sl.items():
         body.append(
             [shape]
             + [
-                (f"{per[e]['slope']:.2f} ({per[e]['points']} points)" if per[e]["slope"] is not None else "n/a")
+                (
+                    f"{per[e]['slope']:.2f} · {per[e]['ms_per_kb']:.2f} ms/KB ({per[e]['points']} points)"
+                    if per[e]["slope"] is not None
+                    else "n/a"
+                )
                 for e in cols
             ]
         )

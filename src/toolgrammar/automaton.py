@@ -214,19 +214,15 @@ def chars(text: str, regex: str | None = None) -> Node:
 
 
 def seq(*items: Node) -> Node:
-    flat: list[Node] = []
-    for it in items:
-        if isinstance(it, Seq):
-            flat.extend(it.items)
-        else:
-            flat.append(it)
-    # Merge adjacent literals: fewer NFA states, shorter regexes.
+    # Nested sequences flattened and adjacent literals merged (fewer NFA states, shorter regexes), in one
+    # pass: every schema part of every tool is built through here.
     merged: list[Node] = []
-    for it in flat:
-        if merged and isinstance(it, Lit) and isinstance(merged[-1], Lit):
-            merged[-1] = Lit(merged[-1].data + it.data)
-        else:
-            merged.append(it)
+    for item in items:
+        for it in item.items if isinstance(item, Seq) else (item,):
+            if merged and isinstance(it, Lit) and isinstance(merged[-1], Lit):
+                merged[-1] = Lit(merged[-1].data + it.data)
+            else:
+                merged.append(it)
     if len(merged) == 1:
         return merged[0]
     return Seq(tuple(merged))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import lru_cache
+from json.encoder import encode_basestring
 from typing import Any
 
 from .automaton import (
@@ -59,16 +60,28 @@ class Whitespace:
             raise GrammarError(f"flexible whitespace needs 1 <= max_whitespace <= 16, got {max_extra}")
         return cls(",", ":", max_extra)
 
+    # The nodes are built once per spelling (every member of every tool asks for them; nodes are immutable
+    # and the compilers take shared parts).
     def ws(self) -> Node:
-        if self.max_extra == 0:
-            return lit("")
-        return repeat(chars(" \t\n\r", r"[ \t\n\r]"), 0, self.max_extra)
+        return _ws_node(self.max_extra)
 
     def item_sep(self) -> Node:
-        return seq(self.ws(), lit(self.item_separator), self.ws())
+        return _sep_node(self.item_separator, self.max_extra)
 
     def key_sep(self) -> Node:
-        return seq(self.ws(), lit(self.key_separator), self.ws())
+        return _sep_node(self.key_separator, self.max_extra)
+
+
+@lru_cache(maxsize=32)
+def _ws_node(max_extra: int) -> Node:
+    if max_extra == 0:
+        return lit("")
+    return repeat(chars(" \t\n\r", r"[ \t\n\r]"), 0, max_extra)
+
+
+@lru_cache(maxsize=64)
+def _sep_node(separator: str, max_extra: int) -> Node:
+    return seq(_ws_node(max_extra), lit(separator), _ws_node(max_extra))
 
 
 _STRING_CHAR_REGEX = r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
@@ -151,6 +164,8 @@ def json_number() -> Node:
 
 def json_literal(value: Any, ws: Whitespace) -> Node:
     """Exactly ``value``, spelled as the chat template spells it."""
+    if type(value) is str:  # keys and most enum values: json.dumps's own string encoder, without an encoder object
+        return lit(encode_basestring(value))
     try:
         text = json.dumps(value, ensure_ascii=False, separators=(ws.item_separator, ws.key_separator))
     except (TypeError, ValueError) as error:

@@ -322,12 +322,16 @@ class ToolSet:
         compact separators, UTF-8. It depends on nothing but the data, so it is the same in every run and
         on every machine; annotations and ``$ref`` spelling do not change it, descriptions do.
         """
+        schemas = [_canonical(t.parameters) for t in self.tools]
+        for tool, schema in zip(self.tools, schemas, strict=True):  # the walk is done: keep each tool's text too
+            if "schema_json" not in tool.__dict__:
+                tool.__dict__["schema_json"] = _canonical_text(schema)
         payload = {
             "version": _FINGERPRINT_VERSION,
             "mode": self.mode,
             "tools": [
-                {"name": t.name, "description": t.description, "parameters": _canonical(t.parameters)}
-                for t in self.tools
+                {"name": t.name, "description": t.description, "parameters": schema}
+                for t, schema in zip(self.tools, schemas, strict=True)
             ],
         }
         text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -694,8 +698,44 @@ def _plain(value: Any, pointer: str, *, tool: str | None = None) -> Any:
     )
 
 
+class _NotPlain(Exception):
+    """Raised by :func:`_plain_copy` where :func:`_plain` has an error to explain."""
+
+
+def _plain_copy(value: Any) -> Any:
+    """:func:`_plain` without pointers: the copy, or :class:`_NotPlain` where ``_plain`` would refuse.
+
+    Most entries are plain JSON; building a pointer string per node was a third of loading a large tool list,
+    so the pointers are built only when something is wrong (``_plain`` runs again for the message).
+    """
+    kind = type(value)
+    if kind is str:
+        if _SURROGATE.search(value) is not None:
+            raise _NotPlain
+        return value
+    if kind is dict:
+        out = {}
+        for key, item in value.items():
+            if type(key) is not str or _SURROGATE.search(key) is not None:
+                raise _NotPlain
+            out[key] = _plain_copy(item)
+        return out
+    if kind is list:
+        return [_plain_copy(item) for item in value]
+    if value is None or kind is bool or kind is int:
+        return value
+    if kind is float and math.isfinite(value):
+        return value
+    raise _NotPlain  # subclasses, mappings, tuples, NaN: the careful path decides
+
+
 def _copy_entry(entry: Mapping[str, Any], tool: str) -> dict[str, Any]:
     """A plain deep copy of an entry; pointers of errors inside ``parameters`` are relative to it."""
+    if type(entry) is dict:
+        try:
+            return _plain_copy(entry)
+        except _NotPlain:
+            pass
     out: dict[str, Any] = {}
     for key, value in entry.items():
         if key == "function":
@@ -866,6 +906,21 @@ _MAX_DISTRIBUTED = 64
 """Most branches the distribution of ``allOf`` over ``anyOf``/``oneOf`` may produce."""
 
 
+def _holds_definitions(value: Any) -> bool:
+    """Whether any object inside ``value`` has a ``$defs`` or ``definitions`` key (data included: a cheap
+    test, without the pointers :meth:`_Normalizer.check_definitions` builds, that lets most schemas skip it)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if "$defs" in item or "definitions" in item:
+                return True
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 class _Normalizer:
     """Checks one tool's parameters (``schema`` mode) and builds the normalized copy."""
 
@@ -888,7 +943,7 @@ class _Normalizer:
             except jsonschema.exceptions.SchemaError as error:  # a safety net: the checks above catch all
                 pointer = "".join(f"/{_escape(str(p))}" for p in error.path)
                 raise ToolSchemaError(f"invalid schema: {error.message}", tool=self.tool, pointer=pointer) from None
-        if not self.lenient:  # lenient input is dirty by definition: its definitions are read as they are used
+        if not self.lenient and _holds_definitions(self.root):  # lenient input is dirty: read as used
             self.check_definitions(self.root, "")
         return normalized
 
@@ -1910,4 +1965,8 @@ def _canonical(schema: Any) -> Any:
 
 
 def _canonical_json(schema: Any) -> str:
-    return json.dumps(_canonical(schema), ensure_ascii=False, separators=(",", ":"))
+    return _canonical_text(_canonical(schema))
+
+
+def _canonical_text(canonical: Any) -> str:
+    return json.dumps(canonical, ensure_ascii=False, separators=(",", ":"))
