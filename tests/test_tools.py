@@ -1516,3 +1516,51 @@ def test_definitions_a_ref_inlined_are_not_meta_checked_again(monkeypatch: pytes
     with pytest.raises(ToolSchemaError, match=r"invalid schema in .*checked even when no \$ref uses it") as info:
         load_tools([entry(params)])
     assert info.value.pointer == "/$defs/Used/$defs/Inner/anyOf"
+
+
+def _careful_copy(entry: dict[str, Any], tool: str) -> Any:
+    """What ``_copy_entry`` did before its fast path: the pointer-building copy of every value."""
+    return {
+        key: _careful_copy(value, tool) if key == "function" else tools._plain(value, "", tool=tool)
+        for key, value in entry.items()
+    }
+
+
+_ODD_SCALARS = st.sampled_from([float("nan"), float("inf"), "a\ud800b", (1, 2), True, 7, 2.5, None, "é"])
+_ENTRY_VALUES = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=4), _ODD_SCALARS),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.one_of(st.text(max_size=3), st.just("x\udc00")), inner, max_size=3),
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(parameters=_ENTRY_VALUES, function=st.booleans())
+def test_the_fast_entry_copy_equals_the_careful_one(parameters: Any, function: bool) -> None:
+    """The copy without pointers returns what the careful copy returns, and refuses what it refuses with
+    the careful copy's own message (the fast path hands every odd value to it)."""
+    entry = (
+        {"type": "function", "function": {"name": "f", "parameters": parameters}}
+        if function
+        else {
+            "name": "f",
+            "parameters": parameters,
+        }
+    )
+    try:
+        expected = _careful_copy(entry, "f")
+    except ToolSchemaError as error:
+        with pytest.raises(ToolSchemaError) as got:
+            tools._copy_entry(entry, "f")
+        assert str(got.value) == str(error)
+        return
+    copied = tools._copy_entry(entry, "f")
+    assert copied == expected  # NaN is refused above, so equality is well defined
+    assert json.dumps(copied) == json.dumps(expected)  # same key order
+    inner = copied.get("function", copied)
+    assert inner is not entry.get("function", entry)
+    if isinstance(parameters, dict | list):
+        assert inner["parameters"] is not parameters
