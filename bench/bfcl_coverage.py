@@ -161,6 +161,7 @@ def forget() -> None:
     tools._recent.clear()
     tools._recent_notes.clear()
     json_grammar.any_value.cache_clear()
+    json_grammar.clear_part_cache()
     automaton.clear_caches()
     lazy.clear_tail_cache()
 

@@ -77,7 +77,7 @@ class ToolgrammarRunner(EngineRunner):
         engine.token_table(self.vocab)
 
     def fresh(self) -> None:
-        """Forget every compiled tool set: in memory (grammars, validated tools, shared sub-automata,
+        """Forget every compiled tool set: in memory (grammars, validated tools, schema trees, shared sub-automata,
         tool tails, the turn skeletons, which do not depend on the tools, and the token table's text-state
         exits, which depend on the tokenizer alone) and on disk (a new, empty
         ``TOOLGRAMMAR_CACHE`` folder)."""
@@ -88,6 +88,7 @@ class ToolgrammarRunner(EngineRunner):
         engine._grammars.clear()
         tools._recent.clear()
         json_grammar.any_value.cache_clear()
+        json_grammar.clear_part_cache()
         automaton.clear_caches()
         lazy.clear_tail_cache()
         engine.clear_text_exits()
@@ -99,6 +100,7 @@ class ToolgrammarRunner(EngineRunner):
         engine._grammars.clear()
         tools._recent.clear()
         json_grammar.any_value.cache_clear()
+        json_grammar.clear_part_cache()
         automaton.clear_caches()
         lazy.clear_tail_cache()
         engine.clear_text_exits()

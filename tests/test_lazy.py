@@ -6,10 +6,12 @@ here state by state against a grammar whose every tail was built up front (``bui
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
-from toolgrammar import lazy
+from toolgrammar import json_grammar, lazy
 from toolgrammar.engine import Cursor, TokenGrammar
 from toolgrammar.errors import GrammarError
 from toolgrammar.formats import FORMATS, get_format
@@ -242,3 +244,34 @@ def test_property_order_keys_the_shared_tails(vocab, fmt):
     alone.build_all()
     assert np.array_equal(after.auto.transitions, alone.auto.transitions)
     assert np.array_equal(after.auto.accepting, alone.auto.accepting)
+
+
+def test_parts_kept_across_tools_compile_what_a_fresh_build_does(vocab):
+    """Tools that repeat a part (one address object: twice in one tool, once in another) share its grammar
+    tree (``json_grammar.schema_node`` keeps it); a tool compiled from kept parts has the automaton it has
+    when nothing was kept."""
+    tags = {"type": "array", "items": {"type": "string"}, "maxItems": 2}
+    address = {
+        "type": "object",
+        "properties": {"street": {"type": "string"}, "zip": {"type": "integer"}, "tags": tags},
+        "required": ["street"],
+    }
+    ship = {"type": "object", "properties": {"to": address, "from": address}, "required": ["to"]}
+    bill = {"type": "object", "properties": {"n": {"type": "integer"}, "at": address}}
+    tools = [{"name": "ship", "parameters": ship}, {"name": "bill", "parameters": bill}]
+    for tool, options in itertools.product(tools, ({}, {"whitespace": "flexible"}, {"escape_markers": True})):
+        lazy.clear_tail_cache()
+        json_grammar.clear_part_cache()
+        TokenGrammar(compile_turn(tools, cache=False), vocab).build_all()
+        kept = len(json_grammar._parts)
+        lazy.clear_tail_cache()
+        warm = TokenGrammar(compile_turn([tool], cache=False, **options), vocab)
+        warm.build_all()
+        if not options:  # every part came from what the first list kept (other options: other parts)
+            assert len(json_grammar._parts) == kept
+        lazy.clear_tail_cache()
+        json_grammar.clear_part_cache()
+        cold = TokenGrammar(compile_turn([tool], cache=False, **options), vocab)
+        cold.build_all()
+        assert np.array_equal(warm.auto.transitions, cold.auto.transitions)
+        assert np.array_equal(warm.auto.accepting, cold.auto.accepting)

@@ -58,6 +58,7 @@ def _forget(monkeypatch, folder) -> None:
     engine._grammars.clear()
     tools._recent.clear()
     json_grammar.any_value.cache_clear()
+    json_grammar.clear_part_cache()
     A.clear_caches()
     lazy.clear_tail_cache()
 

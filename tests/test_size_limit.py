@@ -174,3 +174,14 @@ def test_estimate_grows_with_the_shapes_that_explode(monkeypatch: pytest.MonkeyP
 
     assert args_estimate(optional_strings(400)) > 4 * args_estimate(optional_strings(100))
     assert args_estimate(nested_arrays(6)) > 6 * args_estimate(nested_arrays(3))
+
+
+def test_a_refused_part_is_named_where_each_tool_uses_it() -> None:
+    """Parts of schemas are kept process-wide once built (``json_grammar.schema_node``); a refused one is not,
+    so the same oversized part is refused again at its own place in the next tool."""
+    xs = array_of_objects(200)[0]["parameters"]["properties"]["xs"]
+    for name, prop in (("first", "xs"), ("second", "rows")):
+        tools = _tool({"type": "object", "properties": {prop: xs}, "required": [prop]}, name=name)
+        with pytest.raises(SchemaTooLargeError) as got:
+            compile_turn(tools, cache=False)
+        assert got.value.tool == name and got.value.pointer == f"/properties/{prop}"

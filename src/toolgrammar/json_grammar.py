@@ -12,6 +12,8 @@ unbounded loop could never be forced to close within a token budget anyway.
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 from json.encoder import encode_basestring
@@ -203,9 +205,40 @@ def any_value(ctx: SchemaContext, depth: int = ANY_VALUE_DEPTH) -> Node:
     return shared(alt(*scalars, array, obj))
 
 
+MAX_CACHED_PARTS = 4096
+"""Grammar trees of object and array schemas kept process-wide (least recently used out; a few KB each)."""
+
+_parts: OrderedDict[tuple[Whitespace, tuple[str, ...], str], Node] = OrderedDict()
+_parts_lock = threading.Lock()
+
+
 def schema_node(schema: dict[str, Any], ctx: SchemaContext, pointer: str = "") -> Node:
-    """The grammar of JSON values valid against a normalized ``schema`` (refused when too large to compile)."""
-    return check_size(_schema_node(schema, ctx, pointer), schema, ctx, pointer)
+    """The grammar of JSON values valid against a normalized ``schema`` (refused when too large to compile).
+
+    The tree of an object or array schema is built once per spelling and kept (:data:`MAX_CACHED_PARTS`):
+    tool lists repeat their parts (one address type, one list of labels, a ``$ref`` inlined at each use), and
+    a tree is immutable and independent of where it is used (the pointer only names a refusal, which is
+    never kept)."""
+    if not ("properties" in schema or "items" in schema or "additionalProperties" in schema or "anyOf" in schema):
+        return check_size(_schema_node(schema, ctx, pointer), schema, ctx, pointer)
+    key = (ctx.ws, ctx.string_avoid, json.dumps(schema, ensure_ascii=False, separators=(",", ":")))
+    with _parts_lock:
+        node = _parts.get(key)
+        if node is not None:
+            _parts.move_to_end(key)
+            return node
+    node = check_size(_schema_node(schema, ctx, pointer), schema, ctx, pointer)
+    with _parts_lock:
+        _parts[key] = node
+        if len(_parts) > MAX_CACHED_PARTS:
+            _parts.popitem(last=False)
+    return node
+
+
+def clear_part_cache() -> None:
+    """Forget the trees :func:`schema_node` kept."""
+    with _parts_lock:
+        _parts.clear()
 
 
 def _schema_node(schema: dict[str, Any], ctx: SchemaContext, pointer: str) -> Node:
