@@ -53,7 +53,7 @@ from typing import Any
 
 from common import machine_info, markdown_table, write_results
 
-from toolgrammar import automaton, bfcl, engine, json_grammar, lazy, tools
+from toolgrammar import bfcl, engine
 from toolgrammar.engine import TokenGrammar
 from toolgrammar.errors import ToolgrammarError, ToolSchemaError, ToolSchemaWarning
 from toolgrammar.grammar import compile_turn
@@ -157,13 +157,7 @@ def collect(data: bfcl.BfclData) -> tuple[list[Schema], dict[str, Any]]:
 
 def forget() -> None:
     """Drop every in-memory cache a compile fills (what ``bench/toolgrammar_runner.py``'s ``fresh()`` drops)."""
-    engine._grammars.clear()
-    tools._recent.clear()
-    tools._recent_notes.clear()
-    json_grammar.any_value.cache_clear()
-    json_grammar.clear_part_cache()
-    automaton.clear_caches()
-    lazy.clear_tail_cache()
+    engine.clear_compiled()
 
 
 def _error(error: BaseException, stage: str) -> dict[str, Any]:

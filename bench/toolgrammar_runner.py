@@ -77,32 +77,22 @@ class ToolgrammarRunner(EngineRunner):
         engine.token_table(self.vocab)
 
     def fresh(self) -> None:
-        """Forget every compiled tool set: in memory (grammars, validated tools, schema trees, shared sub-automata,
-        tool tails, the turn skeletons, which do not depend on the tools, and the token table's text-state
-        exits, which depend on the tokenizer alone) and on disk (a new, empty
-        ``TOOLGRAMMAR_CACHE`` folder)."""
-        from toolgrammar import automaton, engine, json_grammar, lazy, tools
+        """Forget every compiled tool set: in memory (``engine.clear_compiled``: grammars, validated tools,
+        schema trees, shared sub-automata, tool tails, the turn skeletons, which do not depend on the tools;
+        and the token table's text-state exits, which depend on the tokenizer alone) and on disk (a new,
+        empty ``TOOLGRAMMAR_CACHE`` folder)."""
+        from toolgrammar import engine
 
         self._n += 1
         os.environ["TOOLGRAMMAR_CACHE"] = os.path.join(self._root, f"cache-{self._n}")
-        engine._grammars.clear()
-        tools._recent.clear()
-        json_grammar.any_value.cache_clear()
-        json_grammar.clear_part_cache()
-        automaton.clear_caches()
-        lazy.clear_tail_cache()
+        engine.clear_compiled()
         engine.clear_text_exits()
 
     def forget_memory(self) -> None:
         """Drop the in-memory caches only (the on-disk cache stays): a fresh process, tokenizer aside."""
-        from toolgrammar import automaton, engine, json_grammar, lazy, tools
+        from toolgrammar import engine
 
-        engine._grammars.clear()
-        tools._recent.clear()
-        json_grammar.any_value.cache_clear()
-        json_grammar.clear_part_cache()
-        automaton.clear_caches()
-        lazy.clear_tail_cache()
+        engine.clear_compiled()
         engine.clear_text_exits()
 
     def compile(self, toolset: ToolSet) -> Any:

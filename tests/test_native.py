@@ -52,15 +52,10 @@ def _allowed(mask, n):
 
 def _forget(monkeypatch, folder) -> None:
     """Nothing compiled before is reused: an empty cache folder, the in-memory caches emptied."""
-    from toolgrammar import engine, json_grammar, lazy, tools
+    from toolgrammar import engine
 
     monkeypatch.setenv("TOOLGRAMMAR_CACHE", str(folder))
-    engine._grammars.clear()
-    tools._recent.clear()
-    json_grammar.any_value.cache_clear()
-    json_grammar.clear_part_cache()
-    A.clear_caches()
-    lazy.clear_tail_cache()
+    engine.clear_compiled()
 
 
 def _grammars(vocab, tables, toolset, options, monkeypatch, tmp_path):

@@ -646,6 +646,22 @@ def clear_text_exits() -> None:
         table.forget_text_exits()
 
 
+def clear_compiled() -> None:
+    """Forget everything this process compiled from tool lists: token grammars, validated tool lists,
+    schema trees, shared sub-automata and turn skeletons, tool tails. What a new process knows, except the
+    disk cache and the token tables (the tokenizer's data and its text-state exits, see
+    :func:`clear_text_exits`)."""
+    from . import automaton, json_grammar, lazy, tools
+
+    _grammars.clear()
+    tools._recent.clear()
+    tools._recent_notes.clear()
+    json_grammar.any_value.cache_clear()
+    json_grammar.clear_part_cache()
+    automaton.clear_caches()
+    lazy.clear_tail_cache()
+
+
 def token_table(vocab: Vocabulary) -> TokenTable:
     """The table of ``vocab``, built once per process."""
     key = vocab.fingerprint
