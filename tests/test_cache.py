@@ -25,6 +25,18 @@ TOOLS = [
 ]
 
 
+CAREFUL_TOOLS = [  # a bound: read by the careful normalizer, so the validated list is worth a disk entry
+    {
+        "name": "get_weather",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1, "maximum": 14}},
+            "required": ["city"],
+        },
+    }
+]
+
+
 @pytest.fixture
 def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("TOOLGRAMMAR_CACHE", str(tmp_path))
@@ -139,7 +151,7 @@ def test_a_bad_grammar_entry_is_rebuilt_with_a_warning(root: Path, damage: str):
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "edited"])
 def test_a_bad_tools_entry_is_rebuilt_with_a_warning(root: Path, damage: str):
     tools._recent.clear()  # an earlier test may have left this tool list in memory
-    first = tools.load_tools(TOOLS)
+    first = tools.load_tools(CAREFUL_TOOLS)
     path = _entry(root, "tools")
     if damage == "edited":  # a crafted tool list (no validation would run on it): hash mismatch
         with np.load(path) as data:
@@ -151,8 +163,31 @@ def test_a_bad_tools_entry_is_rebuilt_with_a_warning(root: Path, damage: str):
         DAMAGE[damage](path)
     tools._recent.clear()  # force the disk read
     with pytest.warns(RuntimeWarning, match=path.name):
-        again = tools.load_tools(TOOLS)
+        again = tools.load_tools(CAREFUL_TOOLS)
     assert again.fingerprint == first.fingerprint and again.names == ("get_weather",)
+
+
+def test_validated_tools_go_to_disk_only_when_the_careful_normalizer_read_them(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain list is validated again faster than its entry is written and read back: no entry. A list
+    the careful normalizer read is written, and a new process (memory cleared) reads it back unchanged."""
+    tools._recent.clear()
+    plain = tools.load_tools(TOOLS)
+    assert not (root / "tools").exists() or not list((root / "tools").glob("*.npz"))
+    careful = tools.load_tools(CAREFUL_TOOLS)
+    path = _entry(root, "tools")
+    tools._recent.clear()
+
+    def no_validation(*args, **kwargs):
+        raise AssertionError("validated again: the disk entry was not read")
+
+    with monkeypatch.context() as patched, warnings.catch_warnings():
+        patched.setattr(tools, "_load_entries", no_validation)
+        warnings.simplefilter("error")
+        again = tools.load_tools(CAREFUL_TOOLS)
+    assert again is not careful and again == careful and again.fingerprint == careful.fingerprint
+    assert path.exists() and tools.load_tools(TOOLS) == plain
 
 
 def test_a_save_that_fails_midway_leaves_no_temporary_file(root: Path, monkeypatch: pytest.MonkeyPatch):

@@ -1141,6 +1141,31 @@ def test_fingerprint_is_pinned() -> None:
     assert load_tools([WEATHER]).fingerprint == GOLDEN_FINGERPRINT
 
 
+def test_fingerprint_is_the_hash_of_the_canonical_payload() -> None:
+    """The fingerprint spells its payload around each tool's canonical text: the same bytes as encoding the
+    whole payload at once, with non-ASCII and escaped text, a missing description and both modes."""
+    import hashlib
+
+    city = {"city": {"type": "string", "description": "Stadt"}}
+    weather = {"type": "object", "properties": city, "required": ["city"]}
+    entries = [
+        {"name": "fe", "description": 'caf\u00e9 "quoted" \\ \n\u2028', "parameters": weather},
+        {"name": "g", "parameters": {"type": "object", "properties": {'\u00fc"': {"enum": ["\u00e9", 1.5, None]}}}},
+    ]
+    for mode in ("schema", "strings"):
+        toolset = load_tools(entries, mode=mode)
+        payload = {
+            "version": tools._FINGERPRINT_VERSION,
+            "mode": mode,
+            "tools": [
+                {"name": t.name, "description": t.description, "parameters": tools._canonical(t.parameters)}
+                for t in toolset
+            ],
+        }
+        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        assert toolset.fingerprint == hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def test_fingerprint_is_the_same_in_another_process() -> None:
     code = (
         "import json, sys; from toolgrammar.tools import load_tools; "
@@ -1564,3 +1589,179 @@ def test_the_fast_entry_copy_equals_the_careful_one(parameters: Any, function: b
     assert inner is not entry.get("function", entry)
     if isinstance(parameters, dict | list):
         assert inner["parameters"] is not parameters
+
+
+_NOISE = st.sampled_from(
+    [
+        {"minimum": 1},
+        {"format": "date"},
+        {"type": "int"},
+        {"type": None},
+        {"type": ["string", "string"]},
+        {"type": []},
+        {"const": 1},
+        {"enum": []},
+        {"enum": [1.0]},
+        {"enum": [2.5]},
+        {"enum": [[1]]},
+        {"enum": ["x", 2]},
+        {"required": ["zz"]},
+        {"required": ["a", "a"]},
+        {"required": "a"},
+        {"minItems": 3, "maxItems": 1},
+        {"minItems": -1},
+        {"maxItems": True},
+        {"items": [{}]},
+        {"items": False},
+        {"additionalProperties": True},
+        {"additionalProperties": 3},
+        {"properties": {"q": True, "a<b": {}}},
+        {"properties": []},
+        {"$ref": "#/$defs/X"},
+        {"anyOf": [{"type": "string"}]},
+    ]
+)
+"""One change that a plain node may or may not survive (the careful normalizer says which)."""
+
+
+_ENUM_VALUES: dict[str, list[Any]] = {
+    "string": ["x", "y", ""],
+    "integer": [0, 1, -2],
+    "number": [1, 2.5],
+    "boolean": [True, False],
+    "null": [None],
+    "pair": ["x", None],
+    "any": ["x", 1, None, True],
+}
+
+
+def _mostly(valid: st.SearchStrategy[Any], changed: st.SearchStrategy[Any], odds: int) -> st.SearchStrategy[Any]:
+    """``valid``, or ``changed`` about one time in ``odds``."""
+    return st.integers(1, odds).flatmap(lambda k: changed if k == odds else valid)
+
+
+def _scalar_node(kind: str, enum_size: int, described: bool, foreign: Any) -> dict[str, Any]:
+    node: dict[str, Any] = {} if kind == "any" else {"type": kind if kind != "pair" else ["string", "null"]}
+    if described:
+        node["description"] = "d"
+    if enum_size:
+        node["enum"] = _ENUM_VALUES[kind][:enum_size]
+        if foreign is not _OWN:  # a value of another type, or of the type but another kind (2.5, 1.0)
+            node["enum"] = [*node["enum"], foreign]
+    return node
+
+
+_OWN = object()
+_SCALARS = st.builds(
+    _scalar_node,
+    st.sampled_from(list(_ENUM_VALUES)),
+    st.integers(0, 3),
+    st.booleans(),
+    _mostly(st.just(_OWN), st.sampled_from([2.5, 1.0, 1, True, None, "x", [1], {"a": 1}]), 3),
+)
+
+
+def _record(properties: dict[str, Any], required: list[str], closed: bool) -> dict[str, Any]:
+    node: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "required": [r for r in required if r in properties],
+    }
+    if closed:
+        node["additionalProperties"] = False
+    return node
+
+
+def _array(item: Any, lo: int | None, span: int | None) -> dict[str, Any]:
+    node: dict[str, Any] = {"type": "array", "items": item}
+    if lo is not None:
+        node["minItems"] = lo
+    if span is not None:
+        node["maxItems"] = (lo or 0) + span
+    return node
+
+
+def _plain_nodes(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    names = st.sampled_from(["a", "b", "c", "d"])
+    valid = st.one_of(
+        st.builds(
+            _record,
+            st.dictionaries(names, children, max_size=3),
+            st.lists(names, max_size=3, unique=True),
+            st.booleans(),
+        ),
+        st.builds(_array, children, st.one_of(st.none(), st.integers(0, 2)), st.one_of(st.none(), st.integers(0, 2))),
+        st.builds(lambda v: {"type": "object", "additionalProperties": v}, children),
+        st.just({"type": "object"}),
+        st.just(True),
+    )
+    noisy = st.tuples(valid.filter(lambda n: n is not True), _NOISE).map(lambda p: {**p[0], **p[1]})
+    return _mostly(valid, noisy, 12)
+
+
+_SCHEMA_NODES = st.recursive(
+    _mostly(_SCALARS, st.tuples(_SCALARS, _NOISE).map(lambda p: {**p[0], **p[1]}), 12),
+    _plain_nodes,
+    max_leaves=8,
+)
+_VALID_TOPS = st.builds(
+    _record,
+    st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), _SCHEMA_NODES, max_size=4),
+    st.lists(st.sampled_from(["a", "b", "c", "d"]), max_size=3, unique=True),
+    st.booleans(),
+)
+_TOP_SCHEMAS = _mostly(
+    _VALID_TOPS,
+    st.tuples(
+        st.builds(
+            _record,
+            st.dictionaries(st.sampled_from(["a", "b"]), _SCHEMA_NODES, max_size=2),
+            st.just(["a"]),
+            st.booleans(),
+        ),
+        _NOISE,
+    ).map(lambda p: {**p[0], **p[1]}),
+    4,
+)
+
+
+@settings(max_examples=600, deadline=None, derandomize=True)
+@given(root=_TOP_SCHEMAS)
+def test_the_fast_normalizer_equals_the_careful_one(root: Any) -> None:
+    """The pointer-free path for plain schemas returns exactly what the careful normalizer returns (key order
+    included), and declines whatever the careful one refuses or reads otherwise."""
+    try:
+        fast = tools._plain_parameters(root)
+    except tools._NotPlain:
+        fast = None
+    try:
+        careful = tools._Normalizer("f", root).node(root, "", ancestors=(), top=True)
+    except ToolSchemaError:
+        assert fast is None, "the fast path accepted a schema the careful normalizer refuses"
+        return
+    if fast is not None:
+        assert json.dumps(fast) == json.dumps(careful)
+
+
+def test_the_fast_normalizer_takes_plain_tool_lists() -> None:
+    """Plain tools (the cold-start bench's simple and nested shapes: strings, integers, enums, nested objects,
+    bounded arrays) take the fast path, so a change that made it decline them would show here."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    try:
+        from toolsets_cold import toolset
+    finally:
+        sys.path.pop(0)
+    for shape in ("simple", "nested"):
+        for entry in toolset(shape, 10, salt="t").tools:
+            params = entry["function"]["parameters"]
+            fast = tools._plain_parameters(copy.deepcopy(params))
+            assert fast == tools._Normalizer("f", params).node(params, "", ancestors=(), top=True)
+
+
+def test_argument_names_refused_by_the_pattern_are_the_unicode_categories() -> None:
+    """The pattern that refuses argument names spells exactly '<', '>', '=' and Unicode's Cc, Zl and Zp."""
+    import unicodedata
+
+    expected = {c for c in map(chr, range(0x110000)) if c in "<>=" or unicodedata.category(c) in ("Cc", "Zl", "Zp")}
+    found = {c for c in map(chr, range(0x110000)) if tools._BAD_ARGUMENT_CHARACTER.search(c)}
+    assert found == expected
