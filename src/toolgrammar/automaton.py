@@ -217,12 +217,22 @@ def seq(*items: Node) -> Node:
     # Nested sequences flattened and adjacent literals merged (fewer NFA states, shorter regexes), in one
     # pass: every schema part of every tool is built through here.
     merged: list[Node] = []
+    run: Lit | None = None  # the literal being merged (a new one only once a second joins it)
+    data = b""
     for item in items:
-        for it in item.items if isinstance(item, Seq) else (item,):
-            if merged and isinstance(it, Lit) and isinstance(merged[-1], Lit):
-                merged[-1] = Lit(merged[-1].data + it.data)
-            else:
-                merged.append(it)
+        for it in item.items if type(item) is Seq else (item,):  # type: ignore[attr-defined]
+            if type(it) is Lit:
+                if run is None:
+                    run, data = it, it.data  # type: ignore[assignment, attr-defined]
+                else:
+                    data += it.data  # type: ignore[attr-defined]
+                continue
+            if run is not None:
+                merged.append(run if len(data) == len(run.data) else Lit(data))
+                run = None
+            merged.append(it)
+    if run is not None:
+        merged.append(run if len(data) == len(run.data) else Lit(data))
     if len(merged) == 1:
         return merged[0]
     return Seq(tuple(merged))
@@ -361,6 +371,13 @@ def estimate_size(node: Node) -> int:
 
 def _estimate(node: Node, sub: Callable[[Node], int]) -> int:
     """One level of :func:`estimate_size`; ``sub`` estimates the children."""
+    kind = type(node)  # the common kinds first, by exact type (a chain of isinstance was a tenth of a compile)
+    if kind is Lit:
+        return len(node.data)  # type: ignore[attr-defined]
+    if kind is Seq:
+        return sum(map(sub, node.items))  # type: ignore[attr-defined]
+    if kind is Members:
+        return _estimate_members(node, sub)  # type: ignore[arg-type]
     if isinstance(node, Lit):
         return len(node.data)
     if isinstance(node, Sym):
@@ -405,16 +422,20 @@ def _estimate_shared(node: Shared) -> int:
 def _estimate_members(node: Members, sub: Callable[[Node], int]) -> int:
     sep = sub(node.sep)
     total = 2 + sum(sub(member) + sep for member, _ in node.items)
-    leads = [_lead(node.sep, member) for member, _ in node.items]
-    shared = _shared_prefixes(leads)
-    pairs = 0  # NFA states held by the DFA states that have not told the candidates apart yet
+    # Positions that reach member j directly besides one: any member since the last required one (and the
+    # start, when none is required before j); the direct one is already counted above.
+    others = []
     last_required = -1
     for j, (_, required) in enumerate(node.items):
-        # Positions that reach member j directly: after any member since the last required one
-        # (and the start, when none is required before j); one of them is already counted above.
-        pairs += (j - last_required - 1) * (shared[j] + 1)
+        others.append(j - last_required - 1)
         if required:
             last_required = j
+    if not any(others):  # every member but the last required: no candidates to tell apart
+        return total
+    leads = [_lead(node.sep, member) for member, _ in node.items]
+    shared = _shared_prefixes(leads)
+    # NFA states held by the DFA states that have not told the candidates apart yet
+    pairs = sum(k * (prefix + 1) for k, prefix in zip(others, shared, strict=True))
     return total + pairs // _SET_WORK_PER_STATE
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Literal
 
@@ -174,11 +174,14 @@ class TurnGrammar:
     options: GrammarOptions
     skeleton: Skeleton
     """The automaton without the tools' arguments: what the engine starts from (:mod:`toolgrammar.lazy`)."""
-    literals: tuple[str, ...] = field(default=())
-    """Literal strings of the grammar (markers, names, keys): the engine learns from the tokens that
-    spell them how few tokens a path through the grammar really takes (its budget bound)."""
     from_cache: bool = False
     """Whether the automaton was read from the on-disk cache rather than compiled."""
+
+    @cached_property
+    def literals(self) -> tuple[str, ...]:
+        """Literal strings of the grammar: markers, and each call rendered with no and with empty arguments
+        (the engine takes the pieces it needs for its budget bound per tool, as tails are built)."""
+        return _literals(self.tools, self.options, self.format)
 
     @property
     def format(self) -> ToolCallFormat:
@@ -268,7 +271,6 @@ def compile_turn(tools: object, *, mode: str = "schema", cache: bool = True, **o
     fmt = get_format(opts.format)
     fmt.check_tools(toolset)
     key = grammar_key(toolset, opts)
-    literals = _literals(toolset, opts, fmt)
     entry = disk_cache.load("grammars", key, check=_check_cached_dfa) if cache else None
     node = turn_node(toolset, opts, fmt)
     if entry is not None:
@@ -281,10 +283,10 @@ def compile_turn(tools: object, *, mode: str = "schema", cache: bool = True, **o
         )
         points = tuple((int(p), int(e), int(j)) for p, e, j in entry["points"].tolist())
         skeleton = Skeleton(dfa=dfa, points=points, dispatches=find_dispatches(node))
-        grammar = TurnGrammar(tools=toolset, options=opts, skeleton=skeleton, literals=literals, from_cache=True)
+        grammar = TurnGrammar(tools=toolset, options=opts, skeleton=skeleton, from_cache=True)
     else:
         skeleton = compile_skeleton(node)
-        grammar = TurnGrammar(tools=toolset, options=opts, skeleton=skeleton, literals=literals)
+        grammar = TurnGrammar(tools=toolset, options=opts, skeleton=skeleton)
         if cache:
             dfa = skeleton.dfa
             arrays = {"transitions": dfa.transitions, "accepting": dfa.accepting, "safe": dfa.safe}

@@ -21,6 +21,7 @@ it leads back to, and no earlier bound changes, so nothing depends on the order 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
@@ -58,8 +59,13 @@ def schema_tail_key(shape: list[object], tool: Tool) -> str:
     that differ only in it have two tails (a key that sorted them made the second list walk the first
     list's order).
     """
-    text = json.dumps(shape, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(f"{text}\0{tool.schema_json}".encode()).hexdigest()
+    return hashlib.sha256(f"{_shape_text(tuple(shape))}\0{tool.schema_json}".encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=64)
+def _shape_text(shape: tuple[object, ...]) -> str:
+    # Every tool of a list has the same shape: spelled once, not once per tool.
+    return json.dumps(list(shape), ensure_ascii=False, separators=(",", ":"))
 
 
 def tail_dfa(key: str, node: Node) -> DFA:
