@@ -1012,11 +1012,7 @@ def _partition(masks: list[int]) -> list[int]:
     return blocks
 
 
-MINIMIZE_UP_TO = 1500
-"""``compile_dfa(minimize=None)`` merges equivalent states only in automata up to this many states."""
-
-
-def compile_dfa(node: Node, *, minimize: bool | None = True, compose: bool = True) -> DFA:
+def compile_dfa(node: Node, *, minimize: bool = True, compose: bool = True) -> DFA:
     """Compile an expression tree into a pruned DFA.
 
     The tree is compiled bottom-up by :func:`toolgrammar.compose.compose_dfa` (parts joined as
@@ -1024,10 +1020,9 @@ def compile_dfa(node: Node, *, minimize: bool | None = True, compose: bool = Tru
     ``compose=False`` runs subset construction over the whole tree (:func:`subset_dfa`), the reference
     the composed automaton is tested against.
 
-    ``minimize=None`` merges equivalent states only up to :data:`MINIMIZE_UP_TO` states: for an
-    automaton walked along a single path (a tool's arguments in a turn) the states a walk visits, not
-    the states that exist, cost masks, and merging took half the compile of large ones (bounded nested
-    arrays: ~0.4 s of ~0.8 s) while it pays for itself on small ones."""
+    ``minimize=False`` keeps equivalent states apart: for an automaton walked along a single path (a tool's
+    arguments in a turn) the states a walk visits, not the states that exist, cost masks, and merging was
+    a third to two thirds of a tail's compile (see :func:`toolgrammar.lazy.tail_dfa`)."""
     if compose:
         from .compose import GROWABLE, compose_dfa  # compose builds on this module's nodes and subset construction
 
@@ -1179,7 +1174,7 @@ def _prune(
     safe: np.ndarray,
     *,
     nfa_states: int = 0,
-    minimize: bool | None = True,
+    minimize: bool = True,
     in_place: bool = False,
 ) -> DFA:
     """Drop states that cannot reach acceptance and renumber the rest (start stays reachable or raises).
@@ -1210,7 +1205,7 @@ def _prune(
             new = table
     else:
         new = remap[table[keep]]  # -1 indexes the last slot, which holds DEAD
-    if minimize or (minimize is None and len(keep) <= MINIMIZE_UP_TO):
+    if minimize:
         table, start, accepting, safe = _minimize(new, int(remap[start]), accepting[keep], safe[keep])
         table, start, accepting, safe = _canonical(table, start, accepting, safe)
     else:

@@ -1022,7 +1022,7 @@ class TokenGrammar:
         """The first state seen with ``state``'s row and flags: the two accept the same tokens, with the
         same needs after them, so they share every mask.
 
-        Large tails are not minimized (see :func:`toolgrammar.lazy.tail_dfa`), and subset construction
+        Tails are not minimized (see :func:`toolgrammar.lazy.tail_dfa`), and subset construction
         leaves equivalent states with identical rows behind (a string's first character and the ones after
         it): without this, each would walk the vocabulary on its first visit. A stub's row stands for a
         tail not built yet, so a stub is only ever its own representative."""
