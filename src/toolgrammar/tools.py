@@ -410,8 +410,8 @@ def load_tools(
             f"tool source is a {type(source).__name__}; pass a path, a list of entries, a mapping or a ToolSet"
         )
 
-    # Validation is the slow part (jsonschema meta-checks every schema: ~3 ms a tool), and
-    # processors are built again and again for the same tools: remember recent results.
+    # Processors are built again and again for the same tools: remember recent results (and, for lists the
+    # careful normalizer had to read, keep them on disk for the next process).
     try:
         # Key order is kept (property order shapes the grammar), so equal text means an equal tool list.
         memo_key: str | None = mode + ("\0lenient" if lenient else "") + "\0" + json.dumps(entries, allow_nan=False)
