@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import itertools
 
+import jsonschema
 import numpy as np
 import pytest
 
-from toolgrammar import json_grammar, lazy
+from toolgrammar import automaton, json_grammar, lazy
 from toolgrammar.engine import Cursor, TokenGrammar
 from toolgrammar.errors import GrammarError
 from toolgrammar.formats import FORMATS, get_format
 from toolgrammar.grammar import compile_turn
+from toolgrammar.parser import parse_turn
 from toolgrammar.testing import allowed_ids, random_walk
 
 from toolsets import TOOLSETS
@@ -84,20 +86,25 @@ def test_masks_equal_the_whole_automatons_along_random_walks(vocab, toolset, opt
         lazy_tg = TokenGrammar(grammar, vocab)  # a new one each walk: every walk starts unbuilt
         budget = [None, 400, 60][walk_no % 3]
         walk = random_walk(whole, rng, max_tokens=budget or 300, prefer=[opener], prefer_probability=0.3)
-        a, b = Cursor(lazy_tg, budget), Cursor(whole, budget)
-        for token in walk.tokens:
-            ma, mb = a.mask(), b.mask()
-            ids_a = allowed_ids(ma, vocab.n_tokens)
-            ids_b = allowed_ids(mb, vocab.n_tokens)
-            if budget is None:
-                assert np.array_equal(ids_a, ids_b)
-            else:
-                # Before a tail is built its cost is bounded from above: the lazy mask may close a
-                # little earlier under a tight budget, never allow what the whole one bans.
-                assert np.isin(ids_a, ids_b).all()
-            if token not in set(ids_a.tolist()):
-                break
-            assert a.advance(token) and b.advance(token)
+        _assert_same_masks(vocab, lazy_tg, whole, walk.tokens, budget)
+
+
+def _assert_same_masks(vocab, lazy_tg: TokenGrammar, whole: TokenGrammar, tokens, budget: int | None) -> None:
+    """Along ``tokens``: the same allowed tokens with no budget; under a budget, nothing the whole grammar bans.
+
+    Before a tail is built its cost is bounded from above: the lazy mask may close a little earlier under a
+    tight budget, never allow what the whole one bans."""
+    a, b = Cursor(lazy_tg, budget), Cursor(whole, budget)
+    for token in tokens:
+        ids_a = allowed_ids(a.mask(), vocab.n_tokens)
+        ids_b = allowed_ids(b.mask(), vocab.n_tokens)
+        if budget is None:
+            assert np.array_equal(ids_a, ids_b)
+        else:
+            assert np.isin(ids_a, ids_b).all()
+        if token not in set(ids_a.tolist()):
+            break
+        assert a.advance(token) and b.advance(token)
 
 
 def test_the_budget_holds_while_tails_are_unbuilt(vocab):
@@ -187,11 +194,12 @@ def test_a_refused_tail_leaves_the_automaton_as_it_was(vocab, monkeypatch):
     real = lazy.tail_dfa
 
     def clashing(key, node):
-        dfa = real(key, node)
+        tail = real(key, node)
+        dfa = tail.dfa
         t = dfa.transitions.copy()
         symbol = int(np.flatnonzero(tg.transitions[e] >= 0)[0])
         t[np.flatnonzero(dfa.accepting), symbol] = dfa.start  # an end that goes on with the next part's symbol
-        return type(dfa)(t, dfa.start, dfa.accepting, dfa.safe)
+        return lazy.Tail(type(dfa)(t, dfa.start, dfa.accepting, dfa.safe), tail.points, tail.dispatches)
 
     monkeypatch.setattr(lazy, "tail_dfa", clashing)
     before = tg.transitions.copy()
@@ -275,3 +283,167 @@ def test_parts_kept_across_tools_compile_what_a_fresh_build_does(vocab):
         cold.build_all()
         assert np.array_equal(warm.auto.transitions, cold.auto.transitions)
         assert np.array_equal(warm.auto.accepting, cold.auto.accepting)
+
+
+# -- long arrays, built an item at a time ------------------------------------------------------------
+
+LONG_ARRAYS = [
+    {
+        "name": "log_points",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "points": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "t": {"type": "integer"},
+                            "label": {"type": "string"},
+                            "ok": {"type": "boolean"},
+                        },
+                        "required": ["t", "ok"],
+                    },
+                    "minItems": 1,
+                    "maxItems": 6,
+                },
+                "ids": {"type": "array", "items": {"type": "integer"}, "maxItems": 5},
+            },
+            "required": ["points"],
+        },
+    },
+    {
+        "name": "tag",
+        "parameters": {
+            "type": "object",
+            "properties": {"tags": {"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 4}},
+        },
+    },
+]
+
+
+@pytest.fixture
+def item_at_a_time(monkeypatch):
+    """Compile under ``automaton.LAZY_REPEAT_FROM`` 0 (every array of two or more optional items is built an
+    item at a time) with no tree or tail kept from before, and keep none for after."""
+
+    def forget() -> None:
+        json_grammar.clear_part_cache()
+        lazy.clear_tail_cache()
+
+    def compile_lazily(tools, **options):
+        forget()
+        monkeypatch.setattr(automaton, "LAZY_REPEAT_FROM", 0)
+        try:
+            return compile_turn(tools, cache=False, **options)
+        finally:
+            monkeypatch.setattr(automaton, "LAZY_REPEAT_FROM", automaton_default)
+            forget()
+
+    automaton_default = automaton.LAZY_REPEAT_FROM
+    forget()
+    yield compile_lazily
+    forget()
+
+
+def _separator_first(vocab, separator: str):
+    """Walk preferences: open a block; inside one, close strings and go for another item whenever one may
+    follow."""
+    opener, closer = vocab.token_id("<tool_call>"), vocab.token_id("</tool_call>")
+    inside = [i for i in (vocab.token_id(t) for t in ('"', separator, "{")) if i is not None]
+
+    def prefer(tokens: list[int]) -> list[int]:
+        return inside if tokens.count(opener) > tokens.count(closer) else [opener]
+
+    return prefer
+
+
+def _items_built(tg: TokenGrammar) -> int:
+    """Array items built after the tool's tail (stubs inside tails that were expanded)."""
+    return sum(1 for s in tg.auto.expanded if s in tg.auto.root_of)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"whitespace": "flexible"}, {"tool_choice": "required", "parallel_tool_calls": False}],
+    ids=["canonical", "flexible", "required"],
+)
+def test_arrays_built_an_item_at_a_time_have_the_masks_of_arrays_built_whole(vocab, item_at_a_time, options):
+    """Along random walks that write long arrays, the grammar whose arrays are built an item at a time allows
+    exactly what the one built whole allows (no budget), and never more (budgets: its bound for an item not
+    built yet is an upper bound)."""
+    lazy.clear_tail_cache()
+    whole = TokenGrammar(compile_turn(LONG_ARRAYS, cache=False, **options), vocab)
+    whole.build_all()
+    assert not whole.auto.root_of, "the whole grammar left an array to build later"
+    grammar = item_at_a_time(LONG_ARRAYS, **options)
+    prefer = _separator_first(vocab, ",")
+    rng = np.random.default_rng(2026)
+    items_built = 0
+    for walk_no in range(9):
+        budget = [None, 300, 90][walk_no % 3]
+        walk = random_walk(whole, rng, max_tokens=budget or 400, prefer=prefer, prefer_probability=0.6)
+        lazy_tg = TokenGrammar(grammar, vocab)
+        _assert_same_masks(vocab, lazy_tg, whole, walk.tokens, budget)
+        items_built += _items_built(lazy_tg)
+    assert items_built >= 10, "the walks hardly went past the first items: little was built an item at a time"
+
+
+def test_arrays_built_an_item_at_a_time_are_sound_and_close_in_budget(vocab, item_at_a_time):
+    """Random walks at tight and loose budgets: every block closes in time, every call parses and validates
+    against its schema (``maxItems`` and ``minItems`` included), and long arrays are written."""
+    grammar = item_at_a_time(LONG_ARRAYS, tool_choice="required")
+    schemas = {t["name"]: t["parameters"] for t in LONG_ARRAYS}
+    prefer = _separator_first(vocab, ",")
+    rng = np.random.default_rng(7)
+    at_max_items = 0
+    for walk_no in range(24):
+        tg = TokenGrammar(grammar, vocab)
+        budget = max(int(tg.dist[tg.start]), [40, 90, 250][walk_no % 3])
+        walk = random_walk(tg, rng, max_tokens=budget, prefer=prefer, prefer_probability=0.6)
+        assert len(walk.tokens) <= budget
+        assert not walk.in_block_at_end, f"walk {walk_no} (budget {budget}) ended inside a block"
+        text = b"".join(vocab.token_bytes[t] for t in walk.tokens if t not in vocab.eos_ids).decode("utf-8", "replace")
+        parsed = parse_turn(text, LONG_ARRAYS, mode="strict")
+        assert parsed.errors == (), f"walk {walk_no}: {text!r}"
+        assert parsed.tool_calls, text
+        for call in parsed.tool_calls:
+            jsonschema.validate(call.arguments, schemas[call.name])
+            properties = schemas[call.name]["properties"]
+            at_max_items += sum(len(v) == properties[k]["maxItems"] for k, v in call.arguments.items())
+    assert at_max_items >= 3, "the walks hardly reached maxItems"
+
+
+@pytest.mark.parametrize("whitespace", ["canonical", "flexible"])
+def test_an_array_built_an_item_at_a_time_takes_max_items_and_not_one_more(vocab, qwen3_tokenizer, whitespace):
+    """200 objects (too large to build whole: once refused by the size estimate) compile, and a call with 200
+    passes while the separator after the 200th is refused; the default threshold, nothing monkeypatched."""
+    item = {
+        "type": "object",
+        "properties": {"a": {"type": "string"}, "b": {"type": "integer"}, "c": {"type": "boolean"}},
+        "required": ["a", "b", "c"],
+    }
+    tools = [
+        {
+            "name": "big",
+            "parameters": {
+                "type": "object",
+                "properties": {"xs": {"type": "array", "items": item, "maxItems": 200}},
+                "required": ["xs"],
+            },
+        }
+    ]
+    tg = TokenGrammar(compile_turn(tools, cache=False, tool_choice="required", whitespace=whitespace), vocab)
+    xs = [{"a": f"s{i}", "b": i, "c": i % 2 == 0} for i in range(200)]
+    hermes = get_format("hermes")
+    full = hermes.render_call("big", {"xs": xs})
+    cut = full.index("}]") + 1  # the 200th item written, the array not closed yet
+    ids = qwen3_tokenizer.encode(full[:cut], add_special_tokens=False)
+    cursor = Cursor(tg, None)
+    for token in ids:
+        cursor.mask()
+        assert cursor.advance(token), cursor.error
+    assert tg.walk_text(full[cut:], cursor.state) >= 0  # "]}}</tool_call>" closes it
+    assert tg.walk_text(", {", cursor.state) < 0  # a 201st item does not fit
+    assert tg.walk_text(",", cursor.state) < 0
+    assert 190 <= _items_built(tg) <= 200  # the items were built one by one

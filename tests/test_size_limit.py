@@ -32,31 +32,60 @@ def optional_strings(n: int) -> list[dict[str, Any]]:
     return _tool({"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(n)}})
 
 
-def array_of_objects(max_items: int) -> list[dict[str, Any]]:
+def array_of_objects(max_items: int, min_items: int = 0) -> list[dict[str, Any]]:
     item = {
         "type": "object",
         "properties": {"a": {"type": "string"}, "b": {"type": "integer"}, "c": {"type": "boolean"}},
         "required": ["a", "b", "c"],
     }
-    xs = {"type": "array", "items": item, "maxItems": max_items}
+    xs = {"type": "array", "items": item, "minItems": min_items, "maxItems": max_items}
     return _tool({"type": "object", "properties": {"xs": xs}, "required": ["xs"]})
 
 
-def nested_arrays(max_items: int, depth: int = 3) -> list[dict[str, Any]]:
+def nested_arrays(max_items: int, depth: int = 3, min_items: int = 0) -> list[dict[str, Any]]:
     schema: dict[str, Any] = {"type": "string"}
     for _ in range(depth):
-        schema = {"type": "array", "items": schema, "maxItems": max_items}
+        schema = {"type": "array", "items": schema, "minItems": min_items, "maxItems": max_items}
     return _tool({"type": "object", "properties": {"x": schema}, "required": ["x"]})
 
 
 EXPLODING = [
-    # (tools, options, pointer, keyword, remedy): the shapes of issue 11, item 3
+    # (tools, options, pointer, keyword, remedy): the shapes of issue 11, item 3. The arrays there (maxItems
+    # 200 objects; 10 x 10 x 10) are now built an item at a time (test_long_arrays_...): with every item
+    # required (minItems = maxItems) nothing is left to build later, and they are still refused.
     (optional_strings(1000), {}, "", "required", "mark fewer properties optional (1000 of 1000"),
     (optional_strings(200), {"format": "qwen-xml"}, "", "required", "mark fewer properties optional (200 of 200"),
-    (array_of_objects(200), {}, "/properties/xs", "maxItems", "lower maxItems (now 200; about"),
-    (nested_arrays(10), {}, "/properties/x", "maxItems", "flatten the nesting"),
-    (nested_arrays(10), {"format": "qwen-xml"}, "/properties/x", "maxItems", "flatten the nesting"),
+    (array_of_objects(200, 200), {}, "/properties/xs", "maxItems", "lower maxItems (now 200; about"),
+    (nested_arrays(10, min_items=10), {}, "/properties/x", "maxItems", "flatten the nesting"),
+    (nested_arrays(10, min_items=10), {"format": "qwen-xml"}, "/properties/x", "maxItems", "flatten the nesting"),
 ]
+
+
+@pytest.mark.parametrize(
+    ("tools", "options", "pointer"),
+    [
+        (array_of_objects(200), {}, "/properties/xs"),
+        (nested_arrays(10), {}, "/properties/x"),
+        (nested_arrays(10), {"format": "qwen-xml"}, "/properties/x"),
+    ],
+)
+def test_long_arrays_compile_an_item_at_a_time_instead_of_being_refused(
+    tools: Any, options: dict[str, Any], pointer: str
+) -> None:
+    """The arrays issue 11 listed as exploding: estimated whole past the limit, so built an item at a time
+    (``automaton.LAZY_REPEAT_FROM``): their estimate is then the items every value has and one more, under the
+    limit, and they compile (walks through them: ``test_lazy.py``)."""
+    toolset = load_tools(tools)
+    fmt = get_format(options.get("format", "hermes"))
+    block = fmt.block_grammar(toolset, options_from_kwargs(**options))
+    assert estimate_size(block) < MAX_ESTIMATED_SIZE
+    lazy = [n for n in _repeats(block) if automaton.lazy_repeat(n)]
+    assert lazy, "no repeat of the arrays is built an item at a time"
+    compile_turn(tools, cache=False, **options)
+
+
+def _repeats(node: automaton.Node) -> list[automaton.Repeat]:
+    return [n for n in automaton.nodes_of(node) if isinstance(n, automaton.Repeat)]
 
 
 @pytest.fixture
@@ -96,7 +125,7 @@ def test_exploding_schemas_are_refused_before_any_automaton(
 def test_the_smallest_part_over_the_limit_is_named(no_automaton: list[str]) -> None:
     # Many optional properties, one of them an oversized array: the array is named, not the object.
     props: dict[str, Any] = {f"p{i}": {"type": "string"} for i in range(5)}
-    props["deep"] = nested_arrays(10)[0]["parameters"]["properties"]["x"]
+    props["deep"] = nested_arrays(10, min_items=10)[0]["parameters"]["properties"]["x"]
     with pytest.raises(SchemaTooLargeError) as info:
         compile_turn(_tool({"type": "object", "properties": props}), cache=False)
     assert info.value.pointer == "/properties/deep"
@@ -179,9 +208,28 @@ def test_estimate_grows_with_the_shapes_that_explode(monkeypatch: pytest.MonkeyP
 def test_a_refused_part_is_named_where_each_tool_uses_it() -> None:
     """Parts of schemas are kept process-wide once built (``json_grammar.schema_node``); a refused one is not,
     so the same oversized part is refused again at its own place in the next tool."""
-    xs = array_of_objects(200)[0]["parameters"]["properties"]["xs"]
+    xs = array_of_objects(200, 200)[0]["parameters"]["properties"]["xs"]
     for name, prop in (("first", "xs"), ("second", "rows")):
         tools = _tool({"type": "object", "properties": {prop: xs}, "required": [prop]}, name=name)
         with pytest.raises(SchemaTooLargeError) as got:
             compile_turn(tools, cache=False)
         assert got.value.tool == name and got.value.pointer == f"/properties/{prop}"
+
+
+def test_the_whole_automaton_is_refused_where_an_array_is_built_an_item_at_a_time(tmp_path, capsys) -> None:
+    """``TurnGrammar.dfa`` (every item at once) says why it is not built; ``toolgrammar grammar`` compiles the
+    tool list all the same and says it has no whole automaton to count."""
+    from toolgrammar.cli import main
+    from toolgrammar.errors import GrammarError
+
+    tools = array_of_objects(200)
+    grammar = compile_turn(tools, cache=False)
+    lazily = r"1 array\(s\) of its tools \(up to 200 items\) are built an item at a time"
+    with pytest.raises(GrammarError, match=lazily):
+        grammar.dfa  # noqa: B018 - the property is the operation under test
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps(tools), encoding="utf-8")
+    assert main(["grammar", "--tools", str(path)]) == 0
+    assert "1 tools, automaton built as a turn goes (an array built an item at a time" in capsys.readouterr().out
+    assert main(["grammar", "--tools", str(path), "--export", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["dfa_states"] is None

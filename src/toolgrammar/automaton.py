@@ -330,6 +330,65 @@ estimates at about 5,000 or less (the largest: two free-form values under qwen-x
 and ``escape_markers``); the shapes that exploded (issue 11) estimate at 37,000 (200 optional
 properties, qwen-xml) to 400,000 (``maxItems`` 200 of 3-property objects)."""
 
+LAZY_REPEAT_FROM = 8_192
+"""A bounded repeat estimated at more than this, built whole, is built a copy at a time instead, when a
+walk reaches each (:func:`toolgrammar.lazy.lazy_repeats`; its estimate is then its ``minItems`` copies and
+one more). Building a copy then costs about a millisecond, what compiling a few hundred states up front
+does, so the repeats that stay whole are the ones that compile in tens of milliseconds."""
+_LAZY = "_lazy_repeat"
+"""Set on a :class:`Repeat` that :func:`estimate_size` counted as built a copy at a time."""
+
+
+def _lazy_shape(node: Repeat) -> bool:
+    """Whether ``node`` can be built a copy at a time: bounded, at least two copies optional, each copy
+    opening with a literal (an array's separator: the key of the copy's stub) and with a plain shortest
+    string (the stub's weight in the budget bound)."""
+    item = node.item
+    return (
+        node.hi is not None
+        and node.hi - node.lo >= 2
+        and type(item) is Seq
+        and type(item.items[0]) is Lit
+        and bool(item.items[0].data)
+        and shortest_witness(item) is not None
+    )
+
+
+def lazy_repeat(node: Node) -> bool:
+    """Whether ``node`` is a repeat built a copy at a time (see :data:`LAZY_REPEAT_FROM`)."""
+    if type(node) is not Repeat:
+        return False
+    estimate_size(node)
+    return bool(node.__dict__.get(_LAZY))
+
+
+def nodes_of(node: Node, *, below: Callable[[Node], bool] = lambda _n: True) -> Iterable[Node]:
+    """Every node of ``node``'s tree once (dispatched tails included), in tree order (depth first, children
+    left to right); the children of a node for which ``below`` is false are not visited."""
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        yield n
+        if not below(n):
+            continue
+        if isinstance(n, Seq | Alt):
+            stack.extend(reversed(n.items))
+        elif isinstance(n, Repeat | Group | Avoid | NotPrefixed | Shared):
+            stack.append(n.item)
+        elif isinstance(n, Members):
+            stack.append(n.sep)
+            stack.extend(m for m, _ in reversed(n.items))
+
+
+def lazy_repeats_in(node: Node) -> list[Repeat]:
+    """The repeats of ``node`` (dispatched tails included) that are built a copy at a time."""
+    return [n for n in nodes_of(node, below=lambda n: not lazy_repeat(n)) if lazy_repeat(n)]  # type: ignore[misc]
+
+
 _REPEAT_ROUNDS = 8
 """A bounded repeat of more copies than this counts ``copies / _REPEAT_ROUNDS`` times its states (see
 :func:`estimate_size`; measured: ``maxItems`` 10/20/40 of a 3-property object compile in 0.43/1.56/5.78 s)."""
@@ -388,9 +447,16 @@ def _estimate(node: Node, sub: Callable[[Node], int]) -> int:
         return 1 + sum(sub(it) for it in node.items)
     if isinstance(node, Repeat):
         copies = node.lo + 1 if node.hi is None else node.hi
+        item = sub(node.item)
         # Long bounded repeats cost more than their states: copy i and copy i+1 differ only by how
         # many items are left, so minimization needs rounds in proportion to the copies too.
-        return 1 + copies * sub(node.item) * max(_REPEAT_ROUNDS, copies) // _REPEAT_ROUNDS
+        whole = 1 + copies * item * max(_REPEAT_ROUNDS, copies) // _REPEAT_ROUNDS
+        if whole > LAZY_REPEAT_FROM and _lazy_shape(node):
+            # Built a copy at a time as a walk reaches it (toolgrammar.lazy.lazy_repeats): the lo copies
+            # every walk needs, then one more and a hole.
+            node.__dict__[_LAZY] = True
+            return 2 + (node.lo + 1) * item
+        return whole
     if isinstance(node, Group):
         return sub(node.item)
     if isinstance(node, Avoid):
@@ -744,7 +810,7 @@ def compile_skeleton(node: Node, *, shipped: bool = True) -> Skeleton:
     A skeleton depends on the format and the options only, so it is compiled once per process, and the
     common ones ship with the package (:mod:`toolgrammar.skeletons`: read instead of compiled when
     ``shipped``)."""
-    skeleton_tree, dispatches = _skeleton_tree(node)
+    skeleton_tree, dispatches = skeleton_parts(node)
     key = structure_key(skeleton_tree)
     with _skeletons_lock:
         hit = _skeletons.get(key)
@@ -770,7 +836,17 @@ def compile_skeleton(node: Node, *, shipped: bool = True) -> Skeleton:
 
 def skeleton_key(node: Node) -> str:
     """The key ``node``'s skeleton is cached and shipped under (:attr:`Skeleton.key`), without compiling it."""
-    return structure_key(_skeleton_tree(node)[0])
+    return structure_key(skeleton_parts(node)[0])
+
+
+def skeleton_parts(node: Node) -> tuple[Node, list[Dispatch]]:
+    """The tree a skeleton compiles (each :class:`Dispatch` a hole, and each long repeat left outside them
+    a hole too, :func:`toolgrammar.lazy.lazy_repeats`) and what the holes stand for, in hole order."""
+    from .lazy import lazy_repeats  # lazy builds on this module
+
+    tree, dispatches = _skeleton_tree(node)
+    tree, rests = lazy_repeats(tree, first=len(dispatches))
+    return tree, [*dispatches, *rests]
 
 
 def _skeleton_tree(node: Node) -> tuple[Node, list[Dispatch]]:
@@ -909,25 +985,13 @@ def literal_bytes(node: Node, *, tails: bool = True) -> list[bytes]:
 
     ``tails=False``: of a :class:`Dispatch`, its keys only (what the skeleton and its tries spell)."""
     out: dict[bytes, None] = {}
-    seen: set[int] = set()
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
+    keys_only = not tails
+    for n in nodes_of(node, below=lambda n: not (keys_only and isinstance(n, Dispatch))):
         if isinstance(n, Lit):
             if n.data:
                 out[n.data] = None
-        elif isinstance(n, Dispatch) and not tails:
+        elif keys_only and isinstance(n, Dispatch):
             out.update(dict.fromkeys(n.keys))
-        elif isinstance(n, Seq | Alt):
-            stack.extend(reversed(n.items))
-        elif isinstance(n, Repeat | Group | Avoid | NotPrefixed | Shared):
-            stack.append(n.item)
-        elif isinstance(n, Members):
-            stack.append(n.sep)
-            stack.extend(m for m, _ in reversed(n.items))
     return list(out)
 
 

@@ -10,7 +10,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from .cli import app
-from .errors import ToolgrammarError
+from .errors import GrammarError, ToolgrammarError
 from .formats import FORMAT_HELP
 
 EXPORTS = ("gbnf", "lark", "structural-tag")
@@ -83,11 +83,15 @@ def grammar_command(
     except ToolgrammarError as error:
         _fail(str(error))
     elapsed_ms = (time.perf_counter() - start) * 1000
+    try:
+        whole = grammar.dfa
+    except GrammarError:  # an array built an item at a time: there is no whole automaton to count
+        whole = None
     stats = {
         "tools": list(grammar.tools.names),
         "options": json.loads(grammar.options.key),
-        "dfa_states": grammar.dfa.n_states,
-        "nfa_states": grammar.dfa.stats.get("nfa_states"),
+        "dfa_states": whole.n_states if whole is not None else None,
+        "nfa_states": whole.stats.get("nfa_states") if whole is not None else None,
         "compile_ms": round(elapsed_ms, 1),
         "fingerprint": grammar.fingerprint,
     }
@@ -106,7 +110,12 @@ def grammar_command(
             _fail(str(error))
     elif export is None:
         n_tools, n_states = len(stats["tools"]), stats["dfa_states"]
-        typer.echo(f"{n_tools} tools, {n_states} automaton states, compiled in {elapsed_ms:.1f} ms")
+        states = (
+            f"{n_states} automaton states"
+            if n_states is not None
+            else "automaton built as a turn goes (an array built an item at a time: no whole automaton)"
+        )
+        typer.echo(f"{n_tools} tools, {states}, compiled in {elapsed_ms:.1f} ms")
         typer.echo(f"options: {grammar.options.key}")
     else:
         _fail(f"unknown --export {export!r}; choose {', '.join(EXPORT_CHOICES)}")

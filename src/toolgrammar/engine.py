@@ -61,6 +61,8 @@ MAX_NEEDS_STATES = 128
 used first out: at most about 19 MB, where keeping every state's grew without bound (45 MB at 300)."""
 
 INF = np.iinfo(np.int32).max // 2
+MAX_EDGE_TRIES = 32
+"""Tries of the bound's token sets kept per grammar for the items of long repeats (see ``_token_edges``)."""
 """``dist`` of a state that cannot leave its block (never allowed to be entered under a budget)."""
 
 
@@ -721,15 +723,18 @@ class TokenGrammar:
         self._selected = grammar.options.selected_tools(grammar.tools) if grammar.options.tool_choice != "none" else []
         if self._selected:
             self._add_literal_tokens(list(tool_literals(self._selected[0], grammar.format)))
+        self._root_tokens: dict[int, set[int]] | None = None  # per tool, once the base set is final
+        self._edge_tries: OrderedDict[object, Any] = OrderedDict()  # see _token_edges
         for stub in list(self.auto.expanded):  # built with the grammar (one tool): part of the base
             self._dist_tokens |= self._tail_tokens(stub)
         # A stub not built yet costs the tokens of its tail's shortest string, tokenized greedily
         # (a real path); those tokens join the bound's walk so the bound after building is no larger.
         self._stub_weights: dict[int, int] = {}
+        self._stub_tokens: dict[int, list[int]] = {}
         for stub, witness in self.auto.witnesses.items():
-            tokens = self._greedy_tokens(witness)
-            self._dist_tokens.update(tokens)
-            self._stub_weights[stub] = len(tokens)
+            self._weigh(stub, witness)
+            self._dist_tokens.update(self._stub_tokens[stub])
+        self._root_tokens = {}
         # The per-state table below is only valid for this numbering of the states: the digest of the
         # automaton as it stands (the skeleton and the tails built with it) keys it too, so a compiler
         # that numbers states otherwise never reads a stale table. (The skeleton alone was not enough:
@@ -786,8 +791,10 @@ class TokenGrammar:
         return live.sum(axis=1), finished, eos, safe
 
     def build_all(self) -> None:
-        """Build every tool's tail now (the engine otherwise builds a tail when a walk first reaches it)."""
-        self._expand(set(self.auto.stubs))
+        """Build every tool's tail now, every long repeat's items included (the engine otherwise builds a
+        tail when a walk first reaches it)."""
+        while self.auto.stubs:
+            self._expand(set(self.auto.stubs))
 
     def _add_literal_tokens(self, texts: list[str | bytes]) -> None:
         self._dist_tokens |= self._literal_tokens(texts)
@@ -831,14 +838,40 @@ class TokenGrammar:
                 raise TokenizerError(f"byte {data[i]:#x} is not a token of {self.vocab.name!r}")
         return out
 
+    def _weigh(self, stub: int, witness: bytes) -> None:
+        """A stub's weight: its tail's shortest string cut into real tokens (kept: they join the walk of
+        the bound where that tail is built, so the bound there is no larger)."""
+        tokens = self._greedy_tokens(witness)
+        self._stub_tokens[stub] = tokens
+        self._stub_weights[stub] = len(tokens)
+
     def _tail_tokens(self, stub: int) -> set[int]:
-        """The bound's tokens for one tail: the base set and the pieces of that tool's literals."""
+        """The bound's tokens for one tail: the base set and the pieces of that tool's literals; a long
+        repeat's next item (a stub inside a tail) takes its tool's set and its own weight's tokens."""
+        root = self.auto.root_of.get(stub)
+        if root is not None:
+            return self._tool_tokens(root) | set(self._stub_tokens[stub])
+        return self._tool_tokens(stub)
+
+    def _tokens_key(self, stub: int) -> object:
+        """What names :meth:`_tail_tokens`' set for a stub inside a tail (the same for every next item of a
+        repeat), or None for a tool's tail (built once)."""
+        root = self.auto.root_of.get(stub)
+        return None if root is None else (root, tuple(self._stub_tokens[stub]))
+
+    def _tool_tokens(self, stub: int) -> set[int]:
+        got = self._root_tokens.get(stub) if self._root_tokens is not None else None
+        if got is not None:
+            return got
         _e, j, b = self.auto.expanded[stub]
-        d = self.grammar.skeleton.dispatches[j]
+        d = self.auto.dispatches[j]
         texts: list[str | bytes] = list(literal_bytes(d.tails[b]))
         if len(self._selected) == len(d.keys):  # the format's dispatch is over the selected tools, in order
             texts.extend(tool_literals(self._selected[b], self.grammar.format))
-        return self._literal_tokens(texts) | self._dist_tokens
+        got = self._literal_tokens(texts) | self._dist_tokens
+        if self._root_tokens is not None:  # the base set is final: kept per tool
+            self._root_tokens[stub] = got
+        return got
 
     def _expand(self, stubs: set[int]) -> None:
         """Build the tails behind ``stubs`` and bound their new states.
@@ -851,17 +884,26 @@ class TokenGrammar:
         with self._lock:
             for stub in sorted(stubs):
                 before = self.auto.n_states
-                if not self.auto.expand(stub):
+                inner = self.auto.expand(stub)
+                if inner is None:
                     continue
                 self.n_expansions += 1
+                for s in inner:
+                    self._weigh(s, self.auto.witnesses[s])
                 self._grown(before, stub)
-                tail = self._tail_distances(before, self.auto.n_states, self._tail_tokens(stub))
+                tail = self._tail_distances(
+                    before, self.auto.n_states, self._tail_tokens(stub), inner, self._tokens_key(stub)
+                )
                 self.dist = np.concatenate([self.dist, tail])
 
-    def _tail_distances(self, lo: int, hi: int, tokens: set[int]) -> np.ndarray:
+    def _tail_distances(
+        self, lo: int, hi: int, tokens: set[int], inner: tuple[int, ...] = (), key: object = None
+    ) -> np.ndarray:
         """The bound of states ``lo..hi-1`` (one tail): token edges inside it, and out of it to states
-        whose bound is known (the grammar after the dispatch)."""
-        src, dst = self._token_edges(np.arange(lo, hi, dtype=np.int32), tokens)
+        whose bound is known (the grammar after the dispatch). A stub ``inner`` to the tail (a long
+        repeat's next item) costs its weight more than the state after it, as stubs do in
+        :meth:`_distances`; the joins are applied between passes until nothing moves."""
+        src, dst = self._token_edges(np.arange(lo, hi, dtype=np.int32), tokens, key)
         d = np.full(hi - lo, INF, dtype=np.int64)
         d[self.safe[lo:hi]] = 0
         out = (dst < lo) | (dst >= hi)
@@ -869,26 +911,46 @@ class TokenGrammar:
         if known.any():
             np.minimum.at(d, src[known] - lo, self.dist[dst[known]].astype(np.int64) + 1)
         s_in, d_in = src[~out] - lo, dst[~out] - lo
+        stubs = np.array(inner, dtype=np.int64) - lo
+        after = np.array([self.auto.stubs[s][0] for s in inner], dtype=np.int64) - lo
+        weights = np.array([self._stub_weights[s] for s in inner], dtype=np.int64)
         core = self.table.native
-        if core is not None and len(s_in):
-            # d[s] <= d[t] + 1 along each edge s -> t inside the tail: shortest paths from the exits, in C.
-            _relax_native(core, d, s_in, d_in)
-            s_in = s_in[:0]
-        while len(s_in):
-            new = d.copy()
-            np.minimum.at(new, s_in, d[d_in] + 1)
-            if np.array_equal(new, d):
+        while True:
+            if core is not None and len(s_in):
+                # d[s] <= d[t] + 1 along each edge s -> t inside the tail: shortest paths from the exits, in C.
+                _relax_native(core, d, s_in, d_in)
+            else:
+                while len(s_in):
+                    new = d.copy()
+                    np.minimum.at(new, s_in, d[d_in] + 1)
+                    if np.array_equal(new, d):
+                        break
+                    d = new
+            if not len(stubs):
                 break
-            d = new
+            joined = np.minimum(d[after] + weights, INF)
+            lower = joined < d[stubs]
+            if not lower.any():
+                break
+            d[stubs[lower]] = joined[lower]
         return np.minimum(d, INF).astype(np.int32)
 
-    def _token_edges(self, states: np.ndarray, tokens: set[int]) -> tuple[np.ndarray, np.ndarray]:
+    def _token_edges(self, states: np.ndarray, tokens: set[int], key: object = None) -> tuple[np.ndarray, np.ndarray]:
         """(source, target) of every token of ``tokens`` from every state of ``states`` that accepts it
-        (an end of turn ends no edge; walks into the trap, through a stub not built yet, are dropped)."""
+        (an end of turn ends no edge; walks into the trap, through a stub not built yet, are dropped).
+        ``key`` names a token set asked for again (each next item of a long repeat): its trie is kept."""
         t = self.transitions
         core = self.table.native
         if core is not None:
-            sub = self.table.sub_trie(np.array(sorted(tokens), dtype=np.int64))
+            sub = self._edge_tries.get(key) if key is not None else None
+            if sub is None:
+                sub = self.table.sub_trie(np.array(sorted(tokens), dtype=np.int64))
+                if key is not None:
+                    self._edge_tries[key] = sub
+                    while len(self._edge_tries) > MAX_EDGE_TRIES:
+                        self._edge_tries.popitem(last=False)
+            else:
+                self._edge_tries.move_to_end(key)
             pairs = core.trie_edges(
                 np.ascontiguousarray(t, dtype=np.int32),
                 N_SYMBOLS,
@@ -919,10 +981,31 @@ class TokenGrammar:
     def _stubs_hit(self, state: int, tokens: np.ndarray) -> set[int]:
         """The stubs that ``tokens`` (walked from ``state`` into the trap) pass through."""
         found: set[int] = set()
-        for tok in tokens.tolist():
-            stub = self.auto.stub_on_path(state, self.table.symbols(tok))
-            if stub is not None:
-                found.add(stub)
+        if len(tokens) <= 16:
+            for tok in tokens.tolist():
+                stub = self.auto.stub_on_path(state, self.table.symbols(tok))
+                if stub is not None:
+                    found.add(stub)
+            return found
+        # All at once, a symbol position at a time: after a repeat's separator (", ") every token that
+        # starts with a space goes through the next item's stub, tens of thousands of them.
+        t = self.transitions
+        is_stub = np.zeros(t.shape[0], dtype=bool)
+        is_stub[np.fromiter(self.auto.stubs, dtype=np.int64, count=len(self.auto.stubs))] = True
+        offsets = self.table.offsets[tokens]
+        lengths = self.table.lengths[tokens]
+        cur = np.full(len(tokens), state, dtype=np.int64)
+        walking = lengths > 0
+        for i in range(int(lengths.max(initial=0))):
+            walking &= lengths > i
+            hit = walking & is_stub[cur]
+            if hit.any():
+                found.update(np.unique(cur[hit]).tolist())
+                walking &= ~hit
+            if not walking.any():
+                break
+            cur[walking] = t[cur[walking], self.table.flat[offsets[walking] + i]]
+            walking &= cur >= 0
         return found
 
     def __reduce__(self) -> tuple[object, tuple[object, ...]]:
@@ -1245,18 +1328,16 @@ class TokenGrammar:
             return self._walk_text(first, data)
 
     def _walk_text(self, first: int, data: np.ndarray) -> int:
-        while True:
-            got, t = first, self.transitions
-            for x in data.tolist():
-                got = int(t[got, x])
-                if got < 0:
-                    return DEAD
-            if got != self.auto.trap:
-                return got
-            stub = self.auto.stub_on_path(first, data) if self.auto.stubs else None
-            if stub is None:  # the trap itself: never a real path
+        # A stub on the way is built where the walk meets it, and the walk goes on from there (a text that
+        # crosses 200 array items builds 200 of them: starting over after each was quadratic).
+        got, stubs = first, self.auto.stubs
+        for x in data.tolist():
+            if got in stubs:
+                self._expand({got})
+            got = int(self.transitions[got, x])
+            if got < 0:
                 return DEAD
-            self._expand({stub})
+        return DEAD if got == self.auto.trap else got  # the trap itself: never a real path
 
     def is_finished(self, state: int) -> bool:
         """True once the turn has ended (after an end-of-turn token)."""

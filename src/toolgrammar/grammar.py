@@ -49,12 +49,13 @@ from .automaton import (
     avoiding,
     compile_dfa,
     compile_skeleton,
-    find_dispatches,
     group,
+    lazy_repeats_in,
     lit,
     not_prefixed,
     repeat,
     seq,
+    skeleton_parts,
     star,
     to_regex,
 )
@@ -194,7 +195,19 @@ class TurnGrammar:
 
     @cached_property
     def dfa(self) -> DFA:
-        """The whole automaton, every tool's arguments compiled (the engine builds only what a turn visits)."""
+        """The whole automaton, every tool's arguments compiled (the engine builds only what a turn visits).
+
+        Refused (:class:`~toolgrammar.errors.GrammarError`) when an array is built an item at a time
+        (:data:`~toolgrammar.automaton.LAZY_REPEAT_FROM`): built whole, it is what the size estimate exists to
+        keep from compiling."""
+        lazy = lazy_repeats_in(self.node)
+        if lazy:
+            raise GrammarError(
+                f"the whole automaton of this grammar is not built: {len(lazy)} array(s) of its tools (up to "
+                f"{max(r.hi or 0 for r in lazy) + 1} items) are built an item at a time, as a walk reaches them, "
+                "and whole would be too large; use the engine (TokenGrammar, the logits processors), which builds "
+                "only what a turn visits"
+            )
         return compile_dfa(self.node)
 
     @cached_property
@@ -246,10 +259,12 @@ class TurnGrammar:
         return to_regex(block)
 
 
-GRAMMAR_VERSION = "10"
+GRAMMAR_VERSION = "11"
 """Bumped whenever a change to the compiler changes what a grammar accepts or how its automaton is
 numbered (it keys the disk cache, which holds automata and their per-state tables). 10: composed
-automata (:mod:`toolgrammar.compose`), minimal automata numbered breadth-first."""
+automata (:mod:`toolgrammar.compose`), minimal automata numbered breadth-first. 11: arrays spelled with
+the separator before each further item, long ones built an item at a time (:func:`toolgrammar.lazy.lazy_repeats`:
+a skeleton may hold their holes)."""
 
 
 def grammar_key(tools: ToolSet, options: GrammarOptions) -> str:
@@ -282,7 +297,7 @@ def compile_turn(tools: object, *, mode: str = "schema", cache: bool = True, **o
             stats={"dfa_states": int(entry["transitions"].shape[0])},
         )
         points = tuple((int(p), int(e), int(j)) for p, e, j in entry["points"].tolist())
-        skeleton = Skeleton(dfa=dfa, points=points, dispatches=find_dispatches(node))
+        skeleton = Skeleton(dfa=dfa, points=points, dispatches=tuple(skeleton_parts(node)[1]))
         grammar = TurnGrammar(tools=toolset, options=opts, skeleton=skeleton, from_cache=True)
     else:
         skeleton = compile_skeleton(node)

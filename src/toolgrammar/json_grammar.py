@@ -326,11 +326,14 @@ def _array(schema: dict[str, Any], ctx: SchemaContext, pointer: str) -> Node:
         return seq(lit("["), ctx.ws.ws(), lit("]"))
     item = schema_node(items, ctx, f"{pointer}/items")
     ws = ctx.ws
-    rest = repeat(seq(ws.item_sep(), item), max(lo - 1, 0), None if hi is None else hi - 1)
-    body = seq(item, rest)
+    # ``[ ws item (ws , ws item)* ws ]`` spelled ``[ ws item ws (, ws item ws)* ]``: the same language, with
+    # each further item behind its separator's literal, where a long bounded repeat can be left unbuilt
+    # until a walk reaches it (toolgrammar.lazy.lazy_repeats).
+    further = seq(lit(ws.item_separator), ws.ws(), item, ws.ws())
+    body = seq(item, ws.ws(), repeat(further, max(lo - 1, 0), None if hi is None else hi - 1))
     if lo == 0:
-        body = opt(body)
-    return seq(lit("["), ws.ws(), body, ws.ws(), lit("]"))
+        body = alt(body, ws.ws())
+    return seq(lit("["), ws.ws(), body, lit("]"))
 
 
 def object_node(schema: dict[str, Any], ctx: SchemaContext, pointer: str = "") -> Node:
