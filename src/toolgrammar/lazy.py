@@ -11,11 +11,13 @@ once per distinct schema and options, process-wide, see :func:`tail_dfa`; append
 accepting states to the state that follows the dispatch) and walks again. A token that ends *on* a
 stub needs nothing yet.
 
-Inside a tail, a long bounded repeat (an array's further items under ``maxItems``) is left unbuilt the
-same way (:func:`lazy_repeats`): the array's separator is the key of a one-branch dispatch whose tail is
-one more item and the rest of the repeat, so a walk builds the items it writes, one at a time, instead of
-all ``maxItems`` copies up front. Those tails share one compiled automaton per item (the count left is in
-the dispatch, not in the automaton) until the rest is short enough to build whole.
+Inside a tail (or a skeleton, where a format writes a tool's arguments without a dispatch), a long
+bounded repeat (an array's further items under ``maxItems``, estimated whole past
+:data:`~toolgrammar.automaton.LAZY_REPEAT_FROM`) is left unbuilt the same way (:func:`lazy_repeats`): the
+separator's first byte is the key of a one-branch dispatch whose tail is one more item and the rest of the
+repeat, so a walk builds the items it writes, one at a time, instead of all ``maxItems`` copies up front.
+Those tails share one compiled automaton per item (the count left is in the dispatch, not in the
+automaton) down to the last two copies.
 
 What stays exact: the language. Every tail is the same DFA the whole-turn compile would embed, the
 trie spells exactly the keys, and the joins are checked to be deterministic (a conflict raises
