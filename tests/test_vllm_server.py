@@ -195,12 +195,7 @@ def _hostile_bodies(model: str) -> dict[str, tuple[dict[str, Any], str]]:
         {"type": "string"},
     )
     wide = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(300)}}
-    bounded = {
-        "type": "object",
-        "properties": {"rows": {"type": "array", "maxItems": 200, "items": {
-            "type": "object", "required": ["x", "y", "z"],
-            "properties": {"x": {"type": "string"}, "y": {"type": "integer"}, "z": {"type": "boolean"}}}}},
-    }  # fmt: skip
+    bounded = _bounded_rows(min_items=200)  # every item required: nothing to build an item at a time
 
     def one(name: str, parameters: Any) -> list[dict[str, Any]]:
         return [{"type": "function", "function": {"name": name, "parameters": parameters}}]
@@ -237,6 +232,30 @@ def _hostile_bodies(model: str) -> dict[str, tuple[dict[str, Any], str]]:
         ),
         "tools of a wrong type": ({**base, "tools": "run_tests"}, "tools"),
     }
+
+
+def _bounded_rows(min_items: int = 0) -> dict[str, Any]:
+    """Up to 200 objects of three required properties."""
+    return {
+        "type": "object",
+        "properties": {"rows": {"type": "array", "minItems": min_items, "maxItems": 200, "items": {
+            "type": "object", "required": ["x", "y", "z"],
+            "properties": {"x": {"type": "string"}, "y": {"type": "integer"}, "z": {"type": "boolean"}}}}},
+        "required": ["rows"],
+    }  # fmt: skip
+
+
+def test_a_long_bounded_array_is_served_and_its_calls_are_valid(server: dict[str, Any]) -> None:
+    """``maxItems`` 200 of objects (refused before it was built an item at a time): a plain OpenAI request
+    with it gets valid calls."""
+    tools = [{"type": "function", "function": {"name": "put_rows", "parameters": _bounded_rows()}}]
+    reply = server["client"].chat.completions.create(
+        model=server["model"], messages=MESSAGES, tools=tools, tool_choice="required", max_tokens=160, seed=5
+    )
+    calls = [(tc.function.name, tc.function.arguments) for tc in reply.choices[0].message.tool_calls or []]
+    assert calls, reply
+    check_calls(calls, tools)
+    _alive(server)
 
 
 def test_hostile_requests_get_400_and_the_server_keeps_serving(server: dict[str, Any]) -> None:
