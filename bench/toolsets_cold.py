@@ -34,7 +34,7 @@ from common import ToolSet
 SHAPES = ("simple", "nested", "varied")
 SIZES = (1, 5, 20, 50, 100, 200)
 """Tool counts of the ``simple`` and ``nested`` series."""
-VARIED_SIZES = (1, 5, 20)
+VARIED_SIZES = SIZES
 """Tool counts of the ``varied`` series (tools cycle through :data:`VARIED` templates)."""
 
 
