@@ -61,9 +61,9 @@ MAX_NEEDS_STATES = 128
 used first out: at most about 19 MB, where keeping every state's grew without bound (45 MB at 300)."""
 
 INF = np.iinfo(np.int32).max // 2
+"""``dist`` of a state that cannot leave its block (never allowed to be entered under a budget)."""
 MAX_EDGE_TRIES = 32
 """Tries of the bound's token sets kept per grammar for the items of long repeats (see ``_token_edges``)."""
-"""``dist`` of a state that cannot leave its block (never allowed to be entered under a budget)."""
 
 
 # ----------------------------------------------------------------------------------------------
