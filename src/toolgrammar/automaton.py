@@ -373,15 +373,19 @@ def nodes_of(node: Node, *, below: Callable[[Node], bool] = lambda _n: True) -> 
             continue
         seen.add(id(n))
         yield n
-        if not below(n):
-            continue
-        if isinstance(n, Seq | Alt):
-            stack.extend(reversed(n.items))
-        elif isinstance(n, Repeat | Group | Avoid | NotPrefixed | Shared):
-            stack.append(n.item)
-        elif isinstance(n, Members):
-            stack.append(n.sep)
-            stack.extend(m for m, _ in reversed(n.items))
+        if below(n):
+            stack.extend(reversed(children(n)))
+
+
+def children(node: Node) -> tuple[Node, ...]:
+    """A node's direct parts, in tree order (a :class:`Members`' separator last)."""
+    if isinstance(node, Seq | Alt):
+        return node.items
+    if isinstance(node, Repeat | Group | Avoid | NotPrefixed | Shared):
+        return (node.item,)
+    if isinstance(node, Members):
+        return (*(m for m, _ in node.items), node.sep)
+    return ()
 
 
 def lazy_repeats_in(node: Node) -> list[Repeat]:
@@ -853,52 +857,70 @@ def _skeleton_tree(node: Node) -> tuple[Node, list[Dispatch]]:
     """``node`` with each :class:`Dispatch` replaced by a hole, and the dispatches in hole order."""
     found: dict[int, int] = {}
     dispatches: list[Dispatch] = []
-    memo: dict[int, Node] = {}
 
-    def hole(d: Dispatch) -> Node:
-        j = found.get(id(d))
+    def hole(n: Node, _rewrite: Callable[[Node], Node]) -> Node | None:
+        if not isinstance(n, Dispatch):
+            return None
+        j = found.get(id(n))
         if j is None:
             if len(dispatches) >= MAX_DISPATCHES:
                 raise GrammarError(f"more than {MAX_DISPATCHES} dispatches in one grammar")
-            j = found[id(d)] = len(dispatches)
-            dispatches.append(d)
+            j = found[id(n)] = len(dispatches)
+            dispatches.append(n)
         return Lit(bytes([HOLE_BYTE, 0xF8 + j]))
+
+    return rewrite_tree(node, hole), dispatches
+
+
+def rewrite_tree(
+    node: Node,
+    replace: Callable[[Node, Callable[[Node], Node]], Node | None],
+    *,
+    plain: Callable[[Node], bool] | None = None,
+) -> Node:
+    """``node`` with each node ``replace`` returns a replacement for replaced (``None``: keep it and rewrite
+    its children; ``replace`` gets the rewriting function too, for the parts it keeps); parents are rebuilt
+    only where a child changed, and a node shared in the tree is rewritten once. ``plain(n)`` true: ``n`` is
+    known to hold nothing to replace (not visited)."""
+    memo: dict[int, Node] = {}
 
     def rewrite(n: Node) -> Node:
         got = memo.get(id(n))
         if got is not None:
             return got
-        out: Node = n
-        if isinstance(n, Dispatch):
-            out = hole(n)
-        elif isinstance(n, Seq | Alt):
-            items = tuple(rewrite(i) for i in n.items)
-            if any(a is not b for a, b in zip(items, n.items, strict=True)):
-                out = type(n)(items)
-        elif isinstance(n, Repeat):
-            item = rewrite(n.item)
-            out = n if item is n.item else Repeat(item, n.lo, n.hi)
-        elif isinstance(n, Group):
-            item = rewrite(n.item)
-            out = n if item is n.item else Group(item, n.safe, n.regex)
-        elif isinstance(n, Avoid):
-            item = rewrite(n.item)
-            out = n if item is n.item else Avoid(item, n.words)
-        elif isinstance(n, NotPrefixed):
-            item = rewrite(n.item)
-            out = n if item is n.item else NotPrefixed(item, n.word)
-        elif isinstance(n, Shared):
-            item = rewrite(n.item)
-            out = n if item is n.item else Shared(item)
-        elif isinstance(n, Members):
-            items = tuple((rewrite(m), r) for m, r in n.items)
-            sep = rewrite(n.sep)
-            if sep is not n.sep or any(a is not b for (a, _), (b, _) in zip(items, n.items, strict=True)):
-                out = Members(items, sep)
+        if plain is not None and plain(n):
+            return n
+        out = replace(n, rewrite)
+        if out is None:
+            out = n
+            if isinstance(n, Seq | Alt):
+                items = tuple(rewrite(i) for i in n.items)
+                if any(a is not b for a, b in zip(items, n.items, strict=True)):
+                    out = type(n)(items)
+            elif isinstance(n, Repeat):
+                item = rewrite(n.item)
+                out = n if item is n.item else Repeat(item, n.lo, n.hi)
+            elif isinstance(n, Group):
+                item = rewrite(n.item)
+                out = n if item is n.item else Group(item, n.safe, n.regex)
+            elif isinstance(n, Avoid):
+                item = rewrite(n.item)
+                out = n if item is n.item else Avoid(item, n.words)
+            elif isinstance(n, NotPrefixed):
+                item = rewrite(n.item)
+                out = n if item is n.item else NotPrefixed(item, n.word)
+            elif isinstance(n, Shared):
+                item = rewrite(n.item)
+                out = n if item is n.item else Shared(item)
+            elif isinstance(n, Members):
+                members = tuple((rewrite(m), r) for m, r in n.items)
+                sep = rewrite(n.sep)
+                if sep is not n.sep or any(a is not b for (a, _), (b, _) in zip(members, n.items, strict=True)):
+                    out = Members(members, sep)
         memo[id(n)] = out
         return out
 
-    return rewrite(node), dispatches
+    return rewrite(node)
 
 
 def _dispatch_points(dfa: DFA, n_dispatches: int) -> tuple[tuple[int, int, int], ...]:

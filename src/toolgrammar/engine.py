@@ -980,15 +980,10 @@ class TokenGrammar:
 
     def _stubs_hit(self, state: int, tokens: np.ndarray) -> set[int]:
         """The stubs that ``tokens`` (walked from ``state`` into the trap) pass through."""
+        # All at once, a symbol position at a time (a token stops at the first stub it meets): where many
+        # tokens cross into a stub (tens of thousands start with a space), one token at a time was most of
+        # the mask.
         found: set[int] = set()
-        if len(tokens) <= 16:
-            for tok in tokens.tolist():
-                stub = self.auto.stub_on_path(state, self.table.symbols(tok))
-                if stub is not None:
-                    found.add(stub)
-            return found
-        # All at once, a symbol position at a time: after a repeat's separator (", ") every token that
-        # starts with a space goes through the next item's stub, tens of thousands of them.
         t = self.transitions
         is_stub = np.zeros(t.shape[0], dtype=bool)
         is_stub[np.fromiter(self.auto.stubs, dtype=np.int64, count=len(self.auto.stubs))] = True

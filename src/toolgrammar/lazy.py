@@ -34,6 +34,7 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -48,18 +49,17 @@ from .automaton import (
     N_SYMBOLS,
     Alt,
     Dispatch,
-    Group,
     Lit,
-    Members,
     Node,
     Repeat,
     Seq,
-    Shared,
     Skeleton,
     _dispatch_points,
+    children,
     compile_dfa,
     estimate_size,
     lazy_repeat,
+    rewrite_tree,
     seq,
     shift_into,
     shortest_witness,
@@ -100,8 +100,7 @@ def _nbytes(tail: Tail) -> int:
 
 
 _STRUCTURE = "_lazy_structure_key"
-_PLAIN = "_lazy_plain"
-"""Set on a node whose subtree holds no repeat :func:`lazy_repeats` rewrites (it is not walked again)."""
+_HOLDS = "_holds_lazy_repeat"
 
 
 def _item_key(item: Node) -> str:
@@ -149,49 +148,28 @@ def lazy_repeats(node: Node, first: int = 0) -> tuple[Node, list[Dispatch]]:
     where :func:`_rest` goes on: the tree to compile and the dispatches, in hole order (the holes numbered
     from ``first``: a skeleton's own dispatches come first). Nothing inside a repeat so replaced is visited
     (its tail is rewritten when it is compiled)."""
-    memo: dict[int, Node] = {}
     dispatches: list[Dispatch] = []
 
-    def rewrite(n: Node) -> Node:
-        got = memo.get(id(n))
-        if got is not None:
-            return got
-        if n.__dict__.get(_PLAIN):
-            return n
-        made = first + len(dispatches)
-        kind = type(n)
-        out: Node = n
-        if kind is Repeat and made < MAX_DISPATCHES and lazy_repeat(n):
-            r: Repeat = n  # type: ignore[assignment]
-            dispatches.append(_rest(r.item, r.hi - r.lo))  # type: ignore[arg-type, operator]
-            optional = Alt((Lit(b""), Lit(bytes([HOLE_BYTE, 0xF8 + made]))))
-            out = optional if r.lo == 0 else Seq((Repeat(rewrite(r.item), r.lo, r.lo), optional))
-        elif kind is Seq or kind is Alt:
-            items = tuple(rewrite(i) for i in n.items)  # type: ignore[attr-defined]
-            if any(a is not b for a, b in zip(items, n.items, strict=True)):  # type: ignore[attr-defined]
-                out = kind(items)
-        elif kind is Repeat:
-            r = n  # type: ignore[assignment]
-            item = rewrite(r.item)
-            out = n if item is r.item else Repeat(item, r.lo, r.hi)
-        elif kind is Group:
-            g: Group = n  # type: ignore[assignment]
-            item = rewrite(g.item)
-            out = n if item is g.item else Group(item, g.safe, g.regex)
-        elif kind is Shared:
-            item = rewrite(n.item)  # type: ignore[attr-defined]
-            out = n if item is n.item else Shared(item)  # type: ignore[attr-defined]
-        elif kind is Members:
-            m: Members = n  # type: ignore[assignment]
-            items2 = tuple((rewrite(x), req) for x, req in m.items)
-            if any(a is not b for (a, _), (b, _) in zip(items2, m.items, strict=True)):
-                out = Members(items2, m.sep)
-        if out is n and made < MAX_DISPATCHES:  # nothing to rewrite below, and not for want of holes
-            n.__dict__[_PLAIN] = True
-        memo[id(n)] = out
-        return out
+    def hole(n: Node, rewrite: Callable[[Node], Node]) -> Node | None:
+        j = first + len(dispatches)
+        if j >= MAX_DISPATCHES or not lazy_repeat(n):
+            return None
+        r: Repeat = n  # type: ignore[assignment]
+        dispatches.append(_rest(r.item, r.hi - r.lo))  # type: ignore[arg-type, operator]
+        optional = Alt((Lit(b""), Lit(bytes([HOLE_BYTE, 0xF8 + j]))))
+        return optional if r.lo == 0 else Seq((Repeat(rewrite(r.item), r.lo, r.lo), optional))
 
-    return rewrite(node), dispatches
+    return rewrite_tree(node, hole, plain=lambda n: not _holds_lazy_repeat(n)), dispatches
+
+
+def _holds_lazy_repeat(node: Node) -> bool:
+    """Whether ``node``'s subtree holds a repeat built a copy at a time (kept on the node: the tails of a
+    long array's items are rewritten at every item, and their parts are shared)."""
+    memo = node.__dict__
+    got = memo.get(_HOLDS)
+    if got is None:
+        got = memo[_HOLDS] = lazy_repeat(node) or any(_holds_lazy_repeat(c) for c in children(node))
+    return got  # type: ignore[no-any-return]
 
 
 def schema_tail_key(shape: list[object], tool: Tool) -> str:
@@ -214,12 +192,15 @@ def _shape_text(shape: tuple[object, ...]) -> str:
 def tail_dfa(key: str, node: Node) -> Tail:
     """A dispatch tail compiled (its long repeats left as holes, :func:`lazy_repeats`), once per ``key``
     (schema and options) in this process."""
-    tree, dispatches = lazy_repeats(node)
     with _tails_lock:
         hit = _tails.get(key)
         if hit is not None:
             _tails.move_to_end(key)
-            return Tail(hit.dfa, hit.points, tuple(dispatches))
+    if hit is not None and not hit.dispatches:  # no holes: nothing of this call's tree is needed
+        return hit
+    tree, dispatches = lazy_repeats(node)
+    if hit is not None:  # the same automaton; the dispatches are this tree's (the counts left differ)
+        return Tail(hit.dfa, hit.points, tuple(dispatches))
     # Tails are not minimized: a turn walks one path through a tail, so the states that exist cost rows,
     # not masks. Merging them was a third to two thirds of a tail's compile (nested: 6.7 ms against 4.3 ms;
     # bounded arrays: 7.1 against 4.4), for 20-50% fewer rows; per-token costs after warm-up did not change
@@ -446,18 +427,6 @@ class LazyAutomaton:
             self.witnesses.pop(stub, None)
             self.transitions = buffer[:size]
             return tuple(new_stubs)
-
-    def stub_on_path(self, state: int, symbols: np.ndarray) -> int | None:
-        """The first stub a walk of ``symbols`` from ``state`` passes through (before its last symbol)."""
-        t = self.transitions
-        cur = state
-        for x in symbols.tolist():
-            if cur in self.stubs:
-                return cur
-            cur = int(t[cur, x])
-            if cur < 0:
-                return None
-        return None
 
 
 __all__ = [
