@@ -1541,6 +1541,19 @@ def test_definitions_a_ref_inlined_are_not_meta_checked_again(monkeypatch: pytes
     with pytest.raises(ToolSchemaError, match=r"invalid schema in .*checked even when no \$ref uses it") as info:
         load_tools([entry(params)])
     assert info.value.pointer == "/$defs/Used/$defs/Inner/anyOf"
+    # A schema the fast path reads (definitions at the root only): the same definitions are meta-checked.
+    checked.clear()
+    tools._recent.clear()
+    flat = {"type": "object", "properties": {"x": {"type": "integer"}}}
+    params = {**obj(a={"$ref": "#/$defs/Used"}, b={"$ref": "#/$defs/Used"}), "$defs": {"Used": flat, "Unused": unused}}
+    normalizer = tools._Normalizer("t", params)
+    assert normalizer.run()["properties"]["b"]["properties"] == {"x": {"type": "integer"}}
+    assert normalizer.plain and normalizer.inlined == {"/$defs/Used"}
+    assert checked == [unused]
+    params["$defs"]["Unused"] = {"anyOf": []}
+    with pytest.raises(ToolSchemaError, match=r"invalid schema in .*checked even when no \$ref uses it") as info:
+        tools._Normalizer("t", params).run()
+    assert info.value.pointer == "/$defs/Unused/anyOf"
 
 
 def _careful_copy(entry: dict[str, Any], tool: str) -> Any:
@@ -1651,14 +1664,41 @@ def _scalar_node(kind: str, enum_size: int, described: bool, foreign: Any) -> di
     return node
 
 
+def _const_node(kind: str, value: Any) -> dict[str, Any]:
+    if kind == "any":
+        return {"const": value}
+    return {"type": kind if kind != "pair" else ["string", "null"], "const": value}
+
+
 _OWN = object()
-_SCALARS = st.builds(
-    _scalar_node,
-    st.sampled_from(list(_ENUM_VALUES)),
-    st.integers(0, 3),
-    st.booleans(),
-    _mostly(st.just(_OWN), st.sampled_from([2.5, 1.0, 1, True, None, "x", [1], {"a": 1}]), 3),
+_FOREIGN = st.sampled_from([2.5, 1.0, 1, True, None, "x", [1], {"a": 1}])
+_SCALARS = st.one_of(
+    st.builds(
+        _scalar_node,
+        st.sampled_from(list(_ENUM_VALUES)),
+        st.integers(0, 3),
+        st.booleans(),
+        _mostly(st.just(_OWN), _FOREIGN, 3),
+    ),
+    # const: a value of the node's own type, or (one time in three) any other
+    st.sampled_from(list(_ENUM_VALUES)).flatmap(
+        lambda kind: st.builds(_const_node, st.just(kind), _mostly(st.sampled_from(_ENUM_VALUES[kind]), _FOREIGN, 3))
+    ),
 )
+_REFS = _mostly(
+    st.sampled_from([{"$ref": "#/$defs/A"}, {"$ref": "#/$defs/B"}, {"$ref": "#/definitions/C"}]),
+    st.sampled_from(
+        [
+            {"$ref": "#/$defs/A", "description": "d"},
+            {"$ref": "#/$defs/missing"},
+            {"$ref": "#/$defs/A", "type": "object"},
+            {"$ref": "#/properties/a"},
+            {"$ref": "#/$defs/A~1x"},
+        ]
+    ),
+    3,
+)
+"""References to the root's definitions (:data:`_TOPS_WITH_DEFINITIONS`), and a few the fast path declines."""
 
 
 def _record(properties: dict[str, Any], required: list[str], closed: bool) -> dict[str, Any]:
@@ -1692,6 +1732,7 @@ def _plain_nodes(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
         ),
         st.builds(_array, children, st.one_of(st.none(), st.integers(0, 2)), st.one_of(st.none(), st.integers(0, 2))),
         st.builds(lambda v: {"type": "object", "additionalProperties": v}, children),
+        st.builds(lambda bs: {"anyOf": bs}, st.lists(children, min_size=1, max_size=3)),
         st.just({"type": "object"}),
         st.just(True),
     )
@@ -1725,37 +1766,82 @@ _TOP_SCHEMAS = _mostly(
 )
 
 
-@settings(max_examples=600, deadline=None, derandomize=True)
-@given(root=_TOP_SCHEMAS)
-def test_the_fast_normalizer_equals_the_careful_one(root: Any) -> None:
-    """The pointer-free path for plain schemas returns exactly what the careful normalizer returns (key order
-    included), and declines whatever the careful one refuses or reads otherwise."""
+def _with_definitions(root: dict[str, Any], defs: dict[str, Any], legacy: Any) -> dict[str, Any]:
+    out = {**root, "$defs": defs}
+    if legacy is not None:
+        out["definitions"] = {"C": legacy}
+    return out
+
+
+_SCHEMAS_WITH_REFS = st.recursive(_mostly(_SCALARS, _REFS, 2), _plain_nodes, max_leaves=6)
+_TOPS_WITH_DEFINITIONS = st.builds(
+    _with_definitions,
+    st.builds(
+        _record,
+        st.dictionaries(st.sampled_from(["a", "b", "c"]), _SCHEMAS_WITH_REFS, min_size=1, max_size=3),
+        st.lists(st.sampled_from(["a", "b", "c"]), max_size=2, unique=True),
+        st.booleans(),
+    ),
+    st.fixed_dictionaries({"A": _SCALARS | _SCHEMAS_WITH_REFS}, optional={"B": _SCHEMAS_WITH_REFS}),
+    st.one_of(st.none(), _SCHEMAS_WITH_REFS),
+)
+"""Records whose nodes refer to the root's ``$defs``/``definitions`` (recursively too: a definition may refer to
+itself or to another)."""
+
+
+def _fast_equals_careful(root: Any) -> None:
+    inlined: set[str] = set()
     try:
-        fast = tools._plain_parameters(root)
+        fast = tools._plain_parameters(root, inlined)
     except tools._NotPlain:
         fast = None
+    careful_normalizer = tools._Normalizer("f", root)
     try:
-        careful = tools._Normalizer("f", root).node(root, "", ancestors=(), top=True)
+        careful = careful_normalizer.node(root, "", ancestors=(), top=True)
     except ToolSchemaError:
         assert fast is None, "the fast path accepted a schema the careful normalizer refuses"
         return
     if fast is not None:
         assert json.dumps(fast) == json.dumps(careful)
+        assert inlined == careful_normalizer.inlined  # the definitions left for check_definitions are the same
+
+
+@settings(max_examples=600, deadline=None, derandomize=True)
+@given(root=_TOP_SCHEMAS)
+def test_the_fast_normalizer_equals_the_careful_one(root: Any) -> None:
+    """The pointer-free path for plain schemas returns exactly what the careful normalizer returns (key order
+    included), and declines whatever the careful one refuses or reads otherwise."""
+    _fast_equals_careful(root)
+
+
+@settings(max_examples=600, deadline=None, derandomize=True)
+@given(root=_TOPS_WITH_DEFINITIONS)
+def test_the_fast_normalizer_inlines_references_as_the_careful_one(root: Any) -> None:
+    """The same with ``$ref`` to the root's definitions: the same inlined schema and the same definitions
+    marked as inlined; recursion, unknown names and references elsewhere are left to the careful path."""
+    _fast_equals_careful(root)
 
 
 def test_the_fast_normalizer_takes_plain_tool_lists() -> None:
-    """Plain tools (the cold-start bench's simple and nested shapes: strings, integers, enums, nested objects,
-    bounded arrays) take the fast path, so a change that made it decline them would show here."""
+    """Plain tools (the cold-start bench's shapes: strings, integers, enums, nested objects, bounded arrays,
+    and in the varied one ``anyOf``, ``const``, nullable types and ``$ref`` to ``$defs``) take the fast path,
+    so a change that made it decline them would show here."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
     try:
-        from toolsets_cold import toolset
+        from toolsets_cold import VARIED, toolset
     finally:
         sys.path.pop(0)
-    for shape in ("simple", "nested"):
-        for entry in toolset(shape, 10, salt="t").tools:
+    refs = 0
+    for shape, n in (("simple", 10), ("nested", 10), ("varied", len(VARIED))):
+        for entry in toolset(shape, n, salt="t").tools:
             params = entry["function"]["parameters"]
-            fast = tools._plain_parameters(copy.deepcopy(params))
-            assert fast == tools._Normalizer("f", params).node(params, "", ancestors=(), top=True)
+            inlined: set[str] = set()
+            fast = tools._plain_parameters(copy.deepcopy(params), inlined)
+            careful = tools._Normalizer("f", params)
+            assert fast == careful.node(params, "", ancestors=(), top=True)
+            assert inlined == careful.inlined
+            refs += len(inlined)
+    assert refs == 2  # the varied shape's order tool: Address and Item
 
 
 def test_argument_names_refused_by_the_pattern_are_the_unicode_categories() -> None:

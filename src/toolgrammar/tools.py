@@ -933,11 +933,16 @@ def _holds_definitions(value: Any) -> bool:
 
 
 _PLAIN_KEYWORDS = (
-    frozenset({"type", "enum", "properties", "required", "additionalProperties", "items", "minItems", "maxItems"})
+    frozenset(
+        {"type", "enum", "const", "properties", "required", "additionalProperties", "items", "minItems", "maxItems"}
+    )
     | ANNOTATION_KEYWORDS
 )
-"""The keywords :func:`_plain_parameters` reads itself (every other one takes the careful path)."""
-_PLAIN_TOP_KEYWORDS = _TOP_LEVEL_KEYWORDS | ANNOTATION_KEYWORDS
+"""The keywords :func:`_plain_parameters` reads itself beside ``anyOf`` and ``$ref`` (alone on their node);
+every other one takes the careful path."""
+_PLAIN_TOP_KEYWORDS = _TOP_LEVEL_KEYWORDS | ANNOTATION_KEYWORDS | {"$defs", "definitions"}
+_PLAIN_REF = re.compile(r"#/(\$defs|definitions)/([A-Za-z0-9_.-]+)")
+"""A ``$ref`` the fast path resolves itself: a definition at the root, named without escapes."""
 _PLAIN_TYPES = frozenset(JSON_TYPES)
 _PLAIN_LITERAL_TYPES: dict[type, frozenset[str]] = {
     str: frozenset({"string"}),
@@ -949,15 +954,31 @@ _PLAIN_LITERAL_TYPES: dict[type, frozenset[str]] = {
 """The JSON types a literal of each Python type surely satisfies (``1.0`` as an integer is left to jsonschema)."""
 
 
-def _plain_parameters(root: Any) -> dict[str, Any]:
+class _PlainWalk:
+    """What one :func:`_plain_parameters` call carries down the tree: the nodes left, the root's definitions,
+    the definitions being inlined (a ``$ref`` back into one is recursion: the careful path explains it),
+    and the pointers of those inlined (:attr:`_Normalizer.inlined`)."""
+
+    __slots__ = ("budget", "defs", "inlined", "open")
+
+    def __init__(self, root: dict[str, Any], inlined: set[str]):
+        self.budget = MAX_SCHEMA_NODES - 1
+        self.defs = {k: root[k] for k in ("$defs", "definitions") if k in root}
+        self.open: list[str] = []
+        self.inlined = inlined
+
+
+def _plain_parameters(root: Any, inlined: set[str] | None = None) -> dict[str, Any]:
     """:meth:`_Normalizer.node` of a tool's parameters for the plain schemas most tools have, without pointers.
 
     Plain: objects, arrays and scalars described by ``type``, ``properties``, ``required``,
-    ``additionalProperties``, ``items``, ``minItems``/``maxItems`` and ``enum`` (values of the node's own
-    types), annotations aside. Building pointers, ancestor tuples and a jsonschema validator per ``enum``
-    was most of loading a large tool list; anything else, and anything wrong, raises :class:`_NotPlain` so
-    the careful path reads the whole tool again (it decides, and explains every error). A test checks that
-    both return the same schema or the fast one declines.
+    ``additionalProperties``, ``items``, ``minItems``/``maxItems``, ``enum`` and ``const`` (scalar values of the
+    node's own types), ``anyOf`` alone on its node, and ``$ref`` alone on its node naming an entry of the
+    root's ``$defs``/``definitions``, annotations aside. Building pointers, ancestor tuples and a jsonschema
+    validator per ``enum`` was most of loading a large tool list; anything else, and anything wrong, raises
+    :class:`_NotPlain` so the careful path reads the whole tool again (it decides, and explains every error).
+    ``inlined`` receives the pointers of the definitions a ``$ref`` inlined (the careful path's
+    :attr:`_Normalizer.inlined`). A test checks that both return the same schema or the fast one declines.
     """
     if type(root) is not dict or root.get("type") != "object" or not root.keys() <= _PLAIN_TOP_KEYWORDS:
         raise _NotPlain
@@ -966,12 +987,14 @@ def _plain_parameters(root: Any) -> dict[str, Any]:
     props = root.get("properties", {})
     if type(props) is not dict:
         raise _NotPlain
-    budget = [MAX_SCHEMA_NODES - 1]
+    walk = _PlainWalk(root, set() if inlined is None else inlined)
+    if not all(type(d) is dict for d in walk.defs.values()):
+        raise _NotPlain
     properties = {}
     for name, sub in props.items():
         if not name or _BAD_ARGUMENT_CHARACTER.search(name) is not None:
             raise _NotPlain
-        properties[name] = _plain_node(sub, 1, budget)
+        properties[name] = _plain_node(sub, 1, walk)
     required = root.get("required", [])
     _plain_required(required, properties)
     return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
@@ -986,14 +1009,50 @@ def _plain_required(required: Any, properties: dict[str, Any] | None) -> None:
         raise _NotPlain
 
 
-def _plain_node(schema: Any, depth: int, budget: list[int]) -> Any:
-    """One node below the top (see :func:`_plain_parameters`); ``budget`` counts the nodes left."""
-    budget[0] -= 1
-    if budget[0] < 0 or depth >= MAX_SCHEMA_DEPTH:
+_PLAIN_ANY_OF = frozenset({"anyOf"}) | ANNOTATION_KEYWORDS
+_PLAIN_REF_NODE = frozenset({"$ref"}) | ANNOTATION_KEYWORDS
+
+
+def _plain_any_of(schema: dict[str, Any], depth: int, walk: _PlainWalk) -> dict[str, Any]:
+    """``anyOf`` alone on its node (siblings are distributed into the branches: the careful path's job)."""
+    branches = schema["anyOf"]
+    if not schema.keys() <= _PLAIN_ANY_OF or type(branches) is not list or not branches:
+        raise _NotPlain
+    return {"anyOf": [_plain_node(branch, depth + 1, walk) for branch in branches]}
+
+
+def _plain_ref(schema: dict[str, Any], depth: int, walk: _PlainWalk) -> Any:
+    """``$ref`` alone on its node, to a root definition: the definition, inlined."""
+    ref = schema["$ref"]
+    found = _PLAIN_REF.fullmatch(ref) if schema.keys() <= _PLAIN_REF_NODE and type(ref) is str else None
+    if found is None:
+        raise _NotPlain
+    where, name = found.groups()
+    target_ptr = f"/{where}/{name}"
+    defs = walk.defs.get(where)
+    if defs is None or name not in defs or target_ptr in walk.open:
+        raise _NotPlain
+    walk.open.append(target_ptr)
+    normalized = _plain_node(defs[name], depth + 1, walk)
+    walk.open.pop()
+    walk.inlined.add(target_ptr)
+    return normalized
+
+
+def _plain_node(schema: Any, depth: int, walk: _PlainWalk) -> Any:
+    """One node below the top (see :func:`_plain_parameters`)."""
+    walk.budget -= 1
+    if walk.budget < 0 or depth >= MAX_SCHEMA_DEPTH:
         raise _NotPlain
     if schema is True:
         return {}
-    if type(schema) is not dict or not schema.keys() <= _PLAIN_KEYWORDS:
+    if type(schema) is not dict:
+        raise _NotPlain
+    if not schema.keys() <= _PLAIN_KEYWORDS:
+        if "anyOf" in schema:
+            return _plain_any_of(schema, depth, walk)
+        if "$ref" in schema:
+            return _plain_ref(schema, depth, walk)
         raise _NotPlain
     value = schema.get("type")
     if value is None:
@@ -1020,24 +1079,25 @@ def _plain_node(schema: Any, depth: int, budget: list[int]) -> Any:
         if keyword == "properties":
             if type(value) is not dict:
                 raise _NotPlain
-            out[keyword] = {name: _plain_node(sub, depth + 1, budget) for name, sub in value.items()}
+            out[keyword] = {name: _plain_node(sub, depth + 1, walk) for name, sub in value.items()}
         elif keyword == "items":
-            out[keyword] = _plain_node(value, depth + 1, budget)
+            out[keyword] = _plain_node(value, depth + 1, walk)
         elif keyword == "additionalProperties":
             if value is False:
                 out[keyword] = False
             elif "properties" in schema:
                 raise _NotPlain
             else:
-                out[keyword] = _plain_node(value, depth + 1, budget)
+                out[keyword] = _plain_node(value, depth + 1, walk)
         elif keyword == "minItems" or keyword == "maxItems":
             if type(value) is not int or value < 0:
                 raise _NotPlain
             out[keyword] = value
-        elif keyword == "enum":
-            if type(value) is not list or not value:
+        elif keyword == "enum" or keyword == "const":
+            literals = value if keyword == "enum" else [value]
+            if type(literals) is not list or not literals or ("enum" in schema and "const" in schema):
                 raise _NotPlain
-            for literal in value:  # a value of the node's own types; anything else goes to jsonschema
+            for literal in literals:  # a value of the node's own types; anything else goes to jsonschema
                 allowed = _PLAIN_LITERAL_TYPES.get(type(literal))
                 if allowed is None or (types and allowed.isdisjoint(types)):
                     raise _NotPlain
@@ -1080,7 +1140,9 @@ class _Normalizer:
         normalized = None
         if not self.lenient:
             with contextlib.suppress(_NotPlain):
-                normalized = _plain_parameters(self.root)
+                inlined: set[str] = set()
+                normalized = _plain_parameters(self.root, inlined)
+                self.inlined |= inlined
                 self.plain = True
         if normalized is None:
             normalized = self.node(self.root, "", ancestors=(), top=True)
@@ -1090,8 +1152,12 @@ class _Normalizer:
             except jsonschema.exceptions.SchemaError as error:  # a safety net: the checks above catch all
                 pointer = "".join(f"/{_escape(str(p))}" for p in error.path)
                 raise ToolSchemaError(f"invalid schema: {error.message}", tool=self.tool, pointer=pointer) from None
-        # (The fast path takes no $defs, so a schema it read holds none at a schema position.)
-        if not self.lenient and _holds_definitions(self.root):  # lenient input is dirty: read as used
+        # Lenient input is dirty: its definitions are read as used. The fast path takes definitions only at the
+        # root (anywhere else it declines), so a schema it read needs no search for them.
+        if self.plain:
+            if not self.lenient and ("$defs" in self.root or "definitions" in self.root):
+                self.check_definitions(self.root, "")
+        elif not self.lenient and _holds_definitions(self.root):
             self.check_definitions(self.root, "")
         return normalized
 

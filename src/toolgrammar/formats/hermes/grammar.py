@@ -31,13 +31,15 @@ def block_grammar(tools: ToolSet, options: GrammarOptions, block: dict[str, str]
     ws = options.json_whitespace()
     avoid = (markers.block_close,) if options.escape_markers else ()
     wrap_ws = ws.ws()
+    before_args = seq(ws.item_sep(), lit(json.dumps(block["arguments_key"])), ws.key_sep())
+    after_args = seq(wrap_ws, lit("}"))
     branches = []
     for tool in options.selected_tools(tools):
         ctx = SchemaContext(ws=ws, string_avoid=avoid, tool=tool.name)
         args = object_node(tool.parameters, ctx)
         # The name decides the rest: the engine compiles a tool's arguments when a call reaches them,
         # once per distinct schema and options (``tail_key``), whatever list the tool comes in.
-        tail = seq(ws.item_sep(), lit(json.dumps(block["arguments_key"])), ws.key_sep(), args, wrap_ws, lit("}"))
+        tail = seq(before_args, args, after_args)
         branches.append((json.dumps(tool.name, ensure_ascii=False), tail, tail_key("hermes", options, tool)))
     call = seq(lit("{"), wrap_ws, lit(json.dumps(block["name_key"])), ws.key_sep(), dispatch(branches))
     return seq(lit(block["open"]), call, lit(block["close"]))
