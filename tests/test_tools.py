@@ -1844,6 +1844,42 @@ def test_the_fast_normalizer_takes_plain_tool_lists() -> None:
     assert refs == 2  # the varied shape's order tool: Address and Item
 
 
+def _real_parameters() -> list[tuple[str, Any]]:
+    """Every parameters schema of the CanIToolCall corpus (all families) and of the BFCL sample
+    (``tests/data/bfcl_sample.json``, converted as the side-by-side mode converts it)."""
+    from toolgrammar import bfcl
+
+    found = [
+        (f"{fid}:{t.get('function', t).get('name')}", t.get("function", t).get("parameters"))
+        for fid, fixture in FIXTURES
+        for t in fixture.get("tools") or []
+    ]
+    sample = json.loads((Path(__file__).resolve().parent / "data" / "bfcl_sample.json").read_text(encoding="utf-8"))
+    for entry in sample["schemas"]:
+        for tool in bfcl.to_openai_tools([entry["function"]], entry["category"]):
+            found.append((f"bfcl:{entry['source']}:{tool['function']['name']}", tool["function"].get("parameters")))
+    return [(name, params) for name, params in found if isinstance(params, dict) and params]
+
+
+def test_the_fast_normalizer_equals_the_careful_one_on_real_schemas() -> None:
+    """On real tool lists (the CanIToolCall corpus, the BFCL sample) the fast pass returns the careful
+    normalizer's schema and inlined definitions wherever it reads one, and takes most of them."""
+    schemas = _real_parameters()
+    assert len(schemas) > 300, "the corpus or the BFCL sample is missing"
+    taken = 0
+    for name, params in schemas:
+        inlined: set[str] = set()
+        try:
+            fast = tools._plain_parameters(copy.deepcopy(params), inlined)
+        except tools._NotPlain:
+            continue
+        careful = tools._Normalizer("f", params)
+        assert json.dumps(fast) == json.dumps(careful.node(params, "", ancestors=(), top=True)), name
+        assert inlined == careful.inlined, name
+        taken += 1
+    assert taken > len(schemas) // 2
+
+
 def test_argument_names_refused_by_the_pattern_are_the_unicode_categories() -> None:
     """The pattern that refuses argument names spells exactly '<', '>', '=' and Unicode's Cc, Zl and Zp."""
     import unicodedata
