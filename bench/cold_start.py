@@ -3,6 +3,7 @@
     .venv/bin/python bench/cold_start.py            # every series; writes bench/results/cold-start-<date>.*
     .venv/bin/python bench/cold_start.py --quick    # 1 and 5 tools, one repetition; writes nothing
     .venv/bin/python bench/cold_start.py --sizes 1,5,20 --shapes simple,nested --reps 1
+    .venv/bin/python bench/cold_start.py --known-tools  # a new list of tools seen before (a server's case)
 
 For each tool list (``bench/toolsets_cold.py``: ``simple``, ``nested`` and ``varied`` shapes, 1 to 200
 tools) and each engine (toolgrammar, llguidance, xgrammar), one measurement is the wall time of:
@@ -30,6 +31,11 @@ list. Growth is fitted two ways per engine and shape: the slope of log(time) aga
 bytes) (time ~ bytes^slope), and the linear least-squares fit of time against schema size, whose slope is
 the cost of one more kilobyte of tools (ms/KB). The log-log slope also reflects the fixed cost: of two
 engines that pay the same per kilobyte, the one with the smaller fixed cost has the steeper slope.
+
+``--known-tools`` measures a server's usual case instead: after the caches are emptied, each engine first
+compiles (untimed) the same tools in reverse order, so the measured list is one it has not compiled but
+every tool in it is one it has; toolgrammar keeps validated tools and each tool's grammar tree by the
+tool's text and schema (``tools.MAX_RECENT_TOOLS``, ``json_grammar.MAX_CACHED_PARTS``), tails by schema.
 
 Every measurement checks itself: the canonical call's own token is never masked (the run stops if it is),
 and every engine masks something inside the block.
@@ -253,12 +259,15 @@ class Sample:
     error: str | None = None
 
 
-def measure_once(runner: Any, turn: Turn) -> Sample:
-    """Compile from empty caches, then the whole walk; the self-check afterwards (untimed)."""
+def measure_once(runner: Any, turn: Turn, before: ColdToolSet | None = None) -> Sample:
+    """Compile from empty caches, then the whole walk; the self-check afterwards (untimed). ``before``: a tool
+    list compiled first, untimed, after the caches are emptied (``--known-tools``)."""
     ids, inputs, in_block = turn.walk(runner.free_text)
     n = len(ids)
     n_free = in_block - 1
     runner.fresh()
+    if before is not None:
+        runner.compile(before)
     _trim()
     scores = [fresh_scores() for _ in range(n)]
     mask_ns = [0] * n
@@ -397,8 +406,19 @@ class Row:
         }
 
 
+def known_before(ts: ColdToolSet) -> ColdToolSet:
+    """The list ``--known-tools`` compiles before ``ts``: the same tools in reverse order (another list, whose
+    tools are all known; a single tool is the same list)."""
+    return ColdToolSet(f"{ts.name} reversed", list(reversed(ts.tools)), ts.call, shape=ts.shape, salt=ts.salt)
+
+
 def run_series(
-    ctx: BenchContext, runners: list[Any], shapes: Sequence[str], sizes: dict[str, Sequence[int]], reps: int
+    ctx: BenchContext,
+    runners: list[Any],
+    shapes: Sequence[str],
+    sizes: dict[str, Sequence[int]],
+    reps: int,
+    known_tools: bool = False,
 ) -> list[Row]:
     free = free_ids(ctx)
     # Untimed, discarded measurements per engine, one per shape (varied: one tool of each template): lazy
@@ -427,7 +447,7 @@ def run_series(
                 order = runners[rep % len(runners) :] + runners[: rep % len(runners)]
                 for r in order:
                     print(f"... {shape} x{n}, rep {rep + 1}/{reps}: {r.name}", file=sys.stderr, flush=True)
-                    s = measure_once(r, turn)
+                    s = measure_once(r, turn, known_before(ts) if known_tools else None)
                     cells[_tag(r)].samples.append(s)
                     tail = f"{s.total_ms:,.1f} ms" if s.total_ms is not None else s.error
                     print(f"    {tail}", file=sys.stderr, flush=True)
@@ -497,6 +517,7 @@ def report(
 ) -> str:
     names = {e: n for r in rows for e, c in r.cells.items() for n in [c.engine]}
     keep = bool(info.get("keep_skeletons"))
+    known = bool(info.get("known_tools"))
     shipped = info.get("shipped_skeletons", True)
     out = [
         f"# Cold start (issue 12): {info['date'][:10]}",
@@ -512,6 +533,13 @@ def report(
         "",
         "One measurement: from the tool list to the end of the first call, empty caches, new tool names"
         + (" (toolgrammar's turn skeletons kept: a warm server process, `--keep-skeletons`)" if keep else "")
+        + (
+            "; `--known-tools`: after the caches are emptied, each engine first compiles, untimed, the same tools "
+            "in reverse order, so the measured list is new but every tool in it was seen before (as by a server "
+            "whose clients send the same tools in other lists); the walk is the measured list's"
+            if known
+            else ""
+        )
         + (
             "; toolgrammar reads its turn skeleton from the package where one ships (`toolgrammar.skeletons`: "
             "tool-independent, keyed by the skeleton's structure)"
@@ -693,6 +721,12 @@ def main(argv: list[str] | None = None) -> int:
         help="toolgrammar keeps its turn skeletons (per format and options, not per tool list) between "
         "measurements: a new tool list in a warm server process; every tool-dependent cache is still emptied",
     )
+    p.add_argument(
+        "--known-tools",
+        action="store_true",
+        help="before each measurement, after the caches are emptied, each engine compiles (untimed) the same "
+        "tools in reverse order: a new list of tools a server process has seen before",
+    )
     args = p.parse_args(argv)
 
     shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
@@ -727,6 +761,7 @@ def main(argv: list[str] | None = None) -> int:
     common._git_state = source_state  # machine_info() would run git; read the commit from .git instead
     info = common.machine_info()
     info["keep_skeletons"] = args.keep_skeletons
+    info["known_tools"] = args.known_tools
     info["shipped_skeletons"] = not args.no_shipped_skeletons
     if args.no_shipped_skeletons:
         from toolgrammar import skeletons
@@ -748,7 +783,7 @@ def main(argv: list[str] | None = None) -> int:
         r.setup(ctx)  # tokenizer setup, once, not part of any measurement
         setup_ms[r.name] = (now_ns() - t0) / 1e6
     try:
-        rows = run_series(ctx, runners, shapes, sizes, reps)
+        rows = run_series(ctx, runners, shapes, sizes, reps, known_tools=args.known_tools)
     except WalkError as e:
         print(f"\nSTOP: {e}", file=sys.stderr)
         return 1
@@ -778,7 +813,7 @@ def main(argv: list[str] | None = None) -> int:
             "rows": [r.to_json() for r in rows],
             "slopes": sl,
         }
-        stem = "cold-start-warm-process" if args.keep_skeletons else "cold-start"
+        stem = "cold-start" + ("-known-tools" if args.known_tools else "-warm-process" if args.keep_skeletons else "")
         md_path, js_path = write_results(stem, md, data)
         print(f"\nwrote {md_path.relative_to(REPO)} and {js_path.name}", file=sys.stderr)
     return 0

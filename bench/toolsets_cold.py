@@ -13,6 +13,12 @@ that no engine has compiled before, even in a process that compiled the same sha
   nullable), ``$defs``/``$ref`` (used twice, and as array items), an object with 20 optional
   properties, arrays with ``minItems``/``maxItems``, nested arrays, a string-keyed map and a ``const``.
 
+Every tool also has an optional string property of its own, ``trace_<i>`` (last), so that no two tools of
+a list have the same arguments schema: templates are cycled, and a list of identical schemas would measure a
+cache (toolgrammar keeps one grammar tree per arguments schema, for the tools a server sees again in other
+lists), not a cold compile. Parts below the top level (the varied set's ``$defs``, the nested set's objects)
+still repeat across the tools of one template, as real tool lists repeat some parts.
+
 Every object is closed (``additionalProperties: false``; toolgrammar's default, written out so that
 xgrammar and llguidance build the same language). Properties of a call come in schema order.
 
@@ -370,6 +376,9 @@ def toolset(shape: str, n: int, salt: str = "s0") -> ColdToolSet:
     tools, args = [], {}
     for i in range(n):
         tool, args = gen(i, salt)
+        # One optional property of its own: no two tools of a list have the same arguments schema, so a list
+        # is as many schemas as tools (toolgrammar keeps a tree per schema; copies would measure that cache).
+        tool["function"]["parameters"]["properties"][f"trace_{i}"] = {"type": "string"}
         tools.append(tool)
     call = {"name": tools[-1]["function"]["name"], "arguments": args}
     return ColdToolSet(f"{shape} x{n}", tools, call, shape=shape, salt=salt)

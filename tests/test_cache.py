@@ -150,7 +150,7 @@ def test_a_bad_grammar_entry_is_rebuilt_with_a_warning(root: Path, damage: str):
 
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "edited"])
 def test_a_bad_tools_entry_is_rebuilt_with_a_warning(root: Path, damage: str):
-    tools._recent.clear()  # an earlier test may have left this tool list in memory
+    tools.clear_recent()  # an earlier test may have left this tool list in memory
     first = tools.load_tools(CAREFUL_TOOLS)
     path = _entry(root, "tools")
     if damage == "edited":  # a crafted tool list (no validation would run on it): hash mismatch
@@ -161,7 +161,7 @@ def test_a_bad_tools_entry_is_rebuilt_with_a_warning(root: Path, damage: str):
             np.savez(handle, **arrays)
     else:
         DAMAGE[damage](path)
-    tools._recent.clear()  # force the disk read
+    tools.clear_recent()  # force the disk read
     with pytest.warns(RuntimeWarning, match=path.name):
         again = tools.load_tools(CAREFUL_TOOLS)
     assert again.fingerprint == first.fingerprint and again.names == ("get_weather",)
@@ -172,12 +172,12 @@ def test_validated_tools_go_to_disk_only_when_the_careful_normalizer_read_them(
 ) -> None:
     """A plain list is validated again faster than its entry is written and read back: no entry. A list
     the careful normalizer read is written, and a new process (memory cleared) reads it back unchanged."""
-    tools._recent.clear()
+    tools.clear_recent()
     plain = tools.load_tools(TOOLS)
     assert not (root / "tools").exists() or not list((root / "tools").glob("*.npz"))
     careful = tools.load_tools(CAREFUL_TOOLS)
     path = _entry(root, "tools")
-    tools._recent.clear()
+    tools.clear_recent()
 
     def no_validation(*args, **kwargs):
         raise AssertionError("validated again: the disk entry was not read")
@@ -269,3 +269,17 @@ def test_the_cached_bound_is_keyed_by_the_numbering_of_the_tails_built_up_front(
     assert not np.array_equal(again.transitions, first.transitions), "the tail is numbered otherwise"
     assert again.key != first.key
     assert np.array_equal(again.dist, again._distances())
+
+
+def test_a_careful_tool_back_in_a_new_list_still_sends_the_list_to_disk(root: Path) -> None:
+    """A tool remembered from an earlier list keeps what the careful normalizer's reading means: a new list
+    holding it is written to disk (for the next process), and a list of plain tools is not."""
+    tools.clear_recent()
+    tools.load_tools(CAREFUL_TOOLS)
+    other = {"name": "other", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}
+    before = set((root / "tools").glob("*.npz"))
+    tools.load_tools([other, *CAREFUL_TOOLS])  # the careful tool comes from memory
+    assert len(set((root / "tools").glob("*.npz")) - before) == 1
+    before = set((root / "tools").glob("*.npz"))
+    tools.load_tools([other, *TOOLS])
+    assert set((root / "tools").glob("*.npz")) == before

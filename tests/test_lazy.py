@@ -14,7 +14,7 @@ import pytest
 
 from toolgrammar import automaton, json_grammar, lazy
 from toolgrammar.engine import Cursor, TokenGrammar
-from toolgrammar.errors import GrammarError
+from toolgrammar.errors import GrammarError, SchemaTooLargeError
 from toolgrammar.formats import FORMATS, get_format
 from toolgrammar.grammar import compile_turn
 from toolgrammar.parser import parse_turn
@@ -283,6 +283,35 @@ def test_parts_kept_across_tools_compile_what_a_fresh_build_does(vocab):
         cold.build_all()
         assert np.array_equal(warm.auto.transitions, cold.auto.transitions)
         assert np.array_equal(warm.auto.accepting, cold.auto.accepting)
+
+
+def test_tools_with_one_schema_share_one_tree_and_each_is_called_as_itself(vocab, qwen3_tokenizer):
+    """Two tools with the same arguments schema share one grammar tree (``json_grammar.arguments_node``: kept
+    by the schema, as a server meets the same tools in other lists); each is still called by its own name,
+    and a refusal names the tool that was compiled, whatever tree was kept."""
+    json_grammar.clear_part_cache()
+    lazy.clear_tail_cache()
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}, "ok": {"type": "boolean"}}, "required": ["n"]}
+    tools = [{"name": "first", "parameters": schema}, {"name": "second", "parameters": schema}]
+    turn = compile_turn(tools, cache=False)
+    tails = [t for d in automaton.nodes_of(turn.node) if isinstance(d, automaton.Dispatch) for t in d.tails]
+    members = [[n for n in automaton.nodes_of(t) if isinstance(n, automaton.Members)] for t in tails]
+    assert len(tails) == 2 and len(members[0]) == 1 and members[0][0] is members[1][0]  # one tree, in both
+    fmt = get_format("hermes")
+    for name in ("second", "first"):
+        tg = TokenGrammar(turn, vocab)
+        text = fmt.render_call(name, {"n": 3, "ok": True})
+        cursor = Cursor(tg, 100)
+        for token in qwen3_tokenizer.encode(text, add_special_tokens=False):
+            assert token in set(allowed_ids(cursor.mask(), vocab.n_tokens).tolist())
+            assert cursor.advance(token), cursor.error
+        parsed = parse_turn(text, turn.tools, format=fmt)
+        assert [c.name for c in parsed.tool_calls] == [name] and parsed.errors == ()
+    huge = {"type": "object", "properties": {f"p{i}": {"type": "boolean"} for i in range(400)}}
+    for name in ("big_a", "big_b"):
+        with pytest.raises(SchemaTooLargeError, match="too large") as refused:
+            compile_turn([{"name": name, "parameters": huge}], cache=False)
+        assert refused.value.tool == name
 
 
 # -- long arrays, built an item at a time ------------------------------------------------------------

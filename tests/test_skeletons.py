@@ -28,7 +28,7 @@ def _fresh(monkeypatch: pytest.MonkeyPatch):
     """No skeleton compiled or read before; the disk cache of whole grammars off (it would serve them)."""
     monkeypatch.setenv("TOOLGRAMMAR_CACHE", "off")
     A.clear_caches()
-    tools._recent.clear()
+    tools.clear_recent()
     yield
     A.clear_caches()
 

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolgrammar import tools
-from toolgrammar.errors import ToolgrammarError, ToolSchemaError
+from toolgrammar.errors import ToolgrammarError, ToolSchemaError, ToolSchemaWarning
 from toolgrammar.tools import (
     ANNOTATION_KEYWORDS,
     SUPPORTED_KEYWORDS,
@@ -1531,7 +1531,7 @@ def test_definitions_a_ref_inlined_are_not_meta_checked_again(monkeypatch: pytes
     monkeypatch.setattr(jsonschema.Draft202012Validator, "check_schema", counting)
     monkeypatch.setattr(tools, "_META_CHECK", False)
     monkeypatch.setenv("TOOLGRAMMAR_CACHE", "off")  # normalized now, not read back
-    tools._recent.clear()
+    tools.clear_recent()
     used = {"type": "object", "properties": {"x": {"type": "integer"}}, "$defs": {"Inner": {"type": "string"}}}
     unused = {"type": "boolean"}
     params = {**obj(a={"$ref": "#/$defs/Used"}), "$defs": {"Used": used, "Unused": unused}}
@@ -1543,7 +1543,7 @@ def test_definitions_a_ref_inlined_are_not_meta_checked_again(monkeypatch: pytes
     assert info.value.pointer == "/$defs/Used/$defs/Inner/anyOf"
     # A schema the fast path reads (definitions at the root only): the same definitions are meta-checked.
     checked.clear()
-    tools._recent.clear()
+    tools.clear_recent()
     flat = {"type": "object", "properties": {"x": {"type": "integer"}}}
     params = {**obj(a={"$ref": "#/$defs/Used"}, b={"$ref": "#/$defs/Used"}), "$defs": {"Used": flat, "Unused": unused}}
     normalizer = tools._Normalizer("t", params)
@@ -1842,6 +1842,30 @@ def test_the_fast_normalizer_takes_plain_tool_lists() -> None:
             assert inlined == careful.inlined
             refs += len(inlined)
     assert refs == 2  # the varied shape's order tool: Address and Item
+
+
+def test_a_tool_seen_in_another_list_is_reused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server sees new lists of tools it has seen: each tool is validated once per entry text (strict
+    loads), and a new list reuses it; the cache is bounded, and refusals are never kept."""
+    tools.clear_recent()
+    a, b, c = (entry(obj(x={"type": "integer"}), name=n) for n in ("a", "b", "c"))
+    first = load_tools([a, b])
+    second = load_tools([c, b, a])
+    assert second["a"] is first["a"] and second["b"] is first["b"]
+    assert second.names == ("c", "b", "a") and second.fingerprint != first.fingerprint
+    assert load_tools([a], mode="strings")["a"] is not first["a"]  # another mode: validated again
+    assert load_tools([entry(obj(x={"type": "integer", "description": "d"}), name="a")])["a"] is not first["a"]
+    with pytest.warns(ToolSchemaWarning):  # a lenient load reads (and warns) every time
+        lenient = load_tools([entry(obj(x={"type": "integer", "nullable": True}), name="a")], lenient=True)
+    assert lenient["a"].parameters["properties"]["x"]["type"] == ["integer", "null"]
+    bad = entry(obj(x={"type": "integr"}), name="bad")
+    for listed in ([bad], [a, bad]):
+        with pytest.raises(ToolSchemaError, match="unknown type"):
+            load_tools(listed)
+    monkeypatch.setattr(tools, "MAX_RECENT_TOOLS", 2)
+    tools.clear_recent()
+    load_tools([a, b, c])
+    assert len(tools._recent_tools) == 2
 
 
 def _real_parameters() -> list[tuple[str, Any]]:

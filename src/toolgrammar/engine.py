@@ -656,8 +656,7 @@ def clear_compiled() -> None:
     from . import automaton, json_grammar, lazy, tools
 
     _grammars.clear()
-    tools._recent.clear()
-    tools._recent_notes.clear()
+    tools.clear_recent()
     json_grammar.any_value.cache_clear()
     json_grammar.clear_part_cache()
     automaton.clear_caches()

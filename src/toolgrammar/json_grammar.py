@@ -14,10 +14,11 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from json.encoder import encode_basestring
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .automaton import (
     MAX_ESTIMATED_SIZE,
@@ -39,6 +40,9 @@ from .automaton import (
 from .errors import GrammarError, SchemaTooLargeError, ToolSchemaError
 from .schema_numbers import Bounds, integer_node, number_node
 from .schema_strings import StringSchemaError, constrained_text, string_language
+
+if TYPE_CHECKING:
+    from .tools import Tool
 
 
 @dataclass(frozen=True)
@@ -222,17 +226,33 @@ def schema_node(schema: dict[str, Any], ctx: SchemaContext, pointer: str = "") -
     if not ("properties" in schema or "items" in schema or "additionalProperties" in schema or "anyOf" in schema):
         return check_size(_schema_node(schema, ctx, pointer), schema, ctx, pointer)
     key = (ctx.ws, ctx.string_avoid, json.dumps(schema, ensure_ascii=False, separators=(",", ":")))
+    return _kept_part(key, lambda: check_size(_schema_node(schema, ctx, pointer), schema, ctx, pointer))
+
+
+def _kept_part(key: tuple[Whitespace, tuple[str, ...], str], build: Callable[[], Node]) -> Node:
+    """The tree kept under ``key``, or ``build()``'s, kept (least recently used out)."""
     with _parts_lock:
         node = _parts.get(key)
         if node is not None:
             _parts.move_to_end(key)
             return node
-    node = check_size(_schema_node(schema, ctx, pointer), schema, ctx, pointer)
+    node = build()
     with _parts_lock:
         _parts[key] = node
         if len(_parts) > MAX_CACHED_PARTS:
             _parts.popitem(last=False)
     return node
+
+
+def arguments_node(tool: Tool, ctx: SchemaContext) -> Node:
+    """The grammar of ``tool``'s arguments object (its normalized ``parameters``), refused when too large.
+
+    Kept with the schema trees (:data:`MAX_CACHED_PARTS`), keyed by the tool's canonical schema text
+    (:attr:`~toolgrammar.tools.Tool.schema_json`, computed once per loaded tool): a server sees a new tool
+    list on every request, but mostly tools it has seen before, and a tool's tree does not depend on its
+    name or its list (the name only labels a refusal, which is never kept)."""
+    key = (ctx.ws, ctx.string_avoid, "\0arguments\0" + tool.schema_json)
+    return _kept_part(key, lambda: object_node(tool.parameters, ctx))
 
 
 def clear_part_cache() -> None:

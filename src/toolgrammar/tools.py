@@ -54,6 +54,7 @@ import json
 import math
 import os
 import re
+import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
@@ -411,17 +412,19 @@ def load_tools(
         )
 
     # Processors are built again and again for the same tools: remember recent results (and, for lists the
-    # careful normalizer had to read, keep them on disk for the next process).
+    # careful normalizer had to read, keep them on disk for the next process), and the tools themselves, which
+    # come back in other lists.
     try:
-        # Key order is kept (property order shapes the grammar), so equal text means an equal tool list.
-        memo_key: str | None = mode + ("\0lenient" if lenient else "") + "\0" + json.dumps(entries, allow_nan=False)
+        # Key order is kept (property order shapes the grammar), so equal text means an equal tool (list).
+        texts: list[str] | None = [_ENTRY_TEXT.encode(entry) for entry in entries]
     except (TypeError, ValueError, RecursionError):
-        memo_key = None  # not plain JSON data: the checks below will say what is wrong
-    if memo_key is None:
+        texts = None  # not plain JSON data: the checks below will say what is wrong
+    if texts is None:
         notes: list[str] = []
         toolset = _load_entries(entries, mode, lenient, notes)
         _warn(notes)
         return toolset
+    memo_key = mode + ("\0lenient" if lenient else "") + "\0[" + ", ".join(texts) + "]"  # json.dumps(entries)
     if memo_key in _recent:
         _recent.move_to_end(memo_key)
         _warn(_recent_notes.get(memo_key, ()))  # a lenient load warns every time, cached or not
@@ -434,7 +437,7 @@ def load_tools(
         toolset = _from_disk(disk_key, mode)
         if toolset is None:
             careful: list[str] = []
-            toolset = _load_entries(entries, mode, lenient, notes, careful)
+            toolset = _load_entries(entries, mode, lenient, notes, careful, texts)
             # A list of plain schemas is read again faster than its entry is written and read back
             # (200 nested tools: 15 ms to validate, 7 ms to write, 5 ms to read).
             if careful:
@@ -489,13 +492,24 @@ _recent_notes: dict[str, tuple[str, ...]] = {}
 
 
 def _load_entries(
-    entries: Sequence[Any], mode: ArgumentMode, lenient: bool, notes: list[str], careful: list[str] | None = None
+    entries: Sequence[Any],
+    mode: ArgumentMode,
+    lenient: bool,
+    notes: list[str],
+    careful: list[str] | None = None,
+    texts: Sequence[str] | None = None,
 ) -> ToolSet:
-    """The tool set; ``careful`` (when given) receives the names of the tools the fast path did not read."""
+    """The tool set; ``careful`` (when given) receives the names of the tools the fast path did not read.
+
+    ``texts`` (each entry as JSON text, strict loads only) names the entries: a tool loaded before from the
+    same text is reused (:data:`MAX_RECENT_TOOLS`), with whether the careful path read it."""
     tools: list[Tool] = []
     first_index: dict[str, int] = {}
     for index, entry in enumerate(entries):
-        tool = _load_entry(entry, index, mode, lenient, notes, careful)
+        if texts is not None and careful is not None:
+            tool = _recent_tool(entry, texts[index], index, mode, careful)
+        else:
+            tool = _load_entry(entry, index, mode, lenient, notes, careful)
         if tool.name in first_index:
             raise ToolSchemaError(
                 f"duplicate tool name: entries #{first_index[tool.name]} and #{index} are both named "
@@ -505,6 +519,44 @@ def _load_entries(
         first_index[tool.name] = index
         tools.append(tool)
     return ToolSet(tuple(tools), mode)
+
+
+_ENTRY_TEXT = json.JSONEncoder(allow_nan=False)
+"""``json.dumps(entry, allow_nan=False)``, without a new encoder per entry."""
+
+MAX_RECENT_TOOLS = 2048
+"""Validated tools kept process-wide by their entry's JSON text (strict loads; least recently used out)."""
+
+_recent_tools: OrderedDict[tuple[str, str], tuple[Tool, bool]] = OrderedDict()
+_recent_tools_lock = threading.Lock()
+
+
+def _recent_tool(entry: Any, text: str, index: int, mode: ArgumentMode, careful: list[str]) -> Tool:
+    """:func:`_load_entry` (strict) of an entry whose JSON text is ``text``, reused when loaded before."""
+    key = (mode, text)
+    with _recent_tools_lock:
+        got = _recent_tools.get(key)
+        if got is not None:
+            _recent_tools.move_to_end(key)
+    if got is None:
+        mark: list[str] = []
+        got = (_load_entry(entry, index, mode, False, [], mark), bool(mark))
+        with _recent_tools_lock:
+            _recent_tools[key] = got
+            if len(_recent_tools) > MAX_RECENT_TOOLS:
+                _recent_tools.popitem(last=False)
+    tool, was_careful = got
+    if was_careful:
+        careful.append(tool.name)
+    return tool
+
+
+def clear_recent() -> None:
+    """Forget the tool lists and tools :func:`load_tools` remembers (in memory; the disk cache stays)."""
+    _recent.clear()
+    _recent_notes.clear()
+    with _recent_tools_lock:
+        _recent_tools.clear()
 
 
 def _check_mode(mode: object) -> None:

@@ -1,8 +1,9 @@
 """Grammar pieces of the DeepSeek formats: one section (the block) holding one call, or several under
 ``parallel_tool_calls``, exactly as :mod:`.render` writes them (canonical spelling only).
 
-- V3: ``function<｜tool▁sep｜>NAME\\n```json\\n`` + the arguments object (:func:`~toolgrammar.json_grammar.object_node`,
-  the template's separators) + ``\\n```<｜tool▁call▁end｜>``; calls joined by ``\\n``.
+- V3: ``function<｜tool▁sep｜>NAME\\n```json\\n`` + the arguments object
+  (:func:`~toolgrammar.json_grammar.arguments_node`, the template's separators) +
+  ``\\n```<｜tool▁call▁end｜>``; calls joined by ``\\n``.
 - V3.1: ``NAME<｜tool▁sep｜>`` + the arguments object + ``<｜tool▁call▁end｜>``; calls back to back.
 - DSML (V3.2, V4, V4.1): ``<P invoke name="NAME">\\n``, the parameters in declared order (required ones
   present, optional ones skippable) joined by ``\\n``, then ``\\n</P invoke>``; calls joined by ``\\n``,
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...automaton import Members, Node, alt, avoiding, dispatch, lit, seq, star, utf8_char
 from ...errors import GrammarError, ToolSchemaError
-from ...json_grammar import SchemaContext, check_size, object_node, schema_node
+from ...json_grammar import SchemaContext, arguments_node, check_size, schema_node
 from ...schema_strings import StringSchemaError, constrained_text, string_language
 from ..hermes.grammar import tail_key
 from .render import dumps
@@ -63,7 +64,7 @@ def _tail(v: Variant, tool: Tool, options: GrammarOptions) -> Node:
     ws = options.json_whitespace()
     if not v.dsml:
         avoid = (v.call_close,) if options.escape_markers else ()
-        args = object_node(tool.parameters, SchemaContext(ws=ws, string_avoid=avoid, tool=tool.name))
+        args = arguments_node(tool, SchemaContext(ws=ws, string_avoid=avoid, tool=tool.name))
         return seq(args, lit(v.fence_close + v.call_close if v.kind == "v3" else v.call_close))
     markup = (
         (v.section_open, v.section_close, v.call_open, v.call_close, v.param_open) if options.escape_markers else ()

@@ -8,7 +8,7 @@
 
 ``CT`` is one of ``format.toml``'s content types (`` <|constrain|>json`` first, the canonical one);
 ``CT'`` is a non-empty one starting with a space, or ``<|constrain|>json`` / nothing after ``<|``.
-``ARGS`` is the tool's arguments as JSON (:func:`toolgrammar.json_grammar.object_node`, the chat
+``ARGS`` is the tool's arguments as JSON (:func:`toolgrammar.json_grammar.arguments_node`, the chat
 template's ``json.dumps`` spelling by default). The stop token ``<|call|>`` that ends the call is the
 end of the turn, not part of the block. The turn around it (:mod:`toolgrammar.policy`): the analysis
 message as reasoning (``<|channel|>analysis<|message|>`` ... ``<|end|><|start|>assistant``), then free
@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...automaton import Node, alt, dispatch, lit, seq
-from ...json_grammar import SchemaContext, object_node
+from ...json_grammar import SchemaContext, arguments_node
 from ..hermes.grammar import tail_key as json_tail_key
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def block_grammar(tools: ToolSet, options: GrammarOptions, block: dict[str, Any]
     branches = []
     for tool in options.selected_tools(tools):
         ctx = SchemaContext(ws=ws, string_avoid=avoid, tool=tool.name)
-        args = object_node(tool.parameters, ctx)
+        args = arguments_node(tool, ctx)
         for first, rest in (("<", after_lt), (" ", after_space)):
             tail = seq(rest, args)
             branches.append((tool.name + first, tail, tail_key(first, options, tool)))

@@ -9,7 +9,7 @@ import json
 from typing import TYPE_CHECKING
 
 from ...automaton import Node, dispatch, lit, seq
-from ...json_grammar import SchemaContext, object_node
+from ...json_grammar import SchemaContext, arguments_node
 from ...lazy import schema_tail_key
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def block_grammar(tools: ToolSet, options: GrammarOptions, block: dict[str, str]
     branches = []
     for tool in options.selected_tools(tools):
         ctx = SchemaContext(ws=ws, string_avoid=avoid, tool=tool.name)
-        args = object_node(tool.parameters, ctx)
+        args = arguments_node(tool, ctx)
         # The name decides the rest: the engine compiles a tool's arguments when a call reaches them,
         # once per distinct schema and options (``tail_key``), whatever list the tool comes in.
         tail = seq(before_args, args, after_args)

@@ -2,7 +2,7 @@
 
 ``kimi`` (K2): one section holding one call, or several under ``parallel_tool_calls``, each
 ``<|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>ARGS<|tool_call_end|>`` with ARGS the
-canonical JSON object of the tool's schema (:func:`~toolgrammar.json_grammar.object_node`).
+canonical JSON object of the tool's schema (:func:`~toolgrammar.json_grammar.arguments_node`).
 
 ``kimi-k3`` (:func:`k3_block_grammar`): the tools channel ``<|open|>tools<|sep|>`` ... ``<|close|>tools<|sep|>``
 holding one call (several under ``parallel_tool_calls``)
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...automaton import Members, Node, alt, chars, dispatch, lit, repeat, seq, star
 from ...errors import GrammarError
-from ...json_grammar import SchemaContext, check_size, object_node
+from ...json_grammar import SchemaContext, arguments_node, check_size
 from ..deepseek.parser import _WS
 from ..hermes.grammar import tail_key
 from ..raw_values import raw_text, raw_value_node
@@ -59,7 +59,7 @@ def block_grammar(tools: ToolSet, options: GrammarOptions, markers: Markers) -> 
     avoid = (m.call_close,) if options.escape_markers else ()
     branches = []
     for tool in selected:
-        args = object_node(tool.parameters, SchemaContext(ws=ws, string_avoid=avoid, tool=tool.name))
+        args = arguments_node(tool, SchemaContext(ws=ws, string_avoid=avoid, tool=tool.name))
         tail = seq(index_node(), lit(m.argument_open), args, lit(m.call_close))
         branches.append((tool.name + m.id_sep, tail, tail_key("kimi", options, tool)))
     call = seq(lit(m.call_open + m.id_prefix), dispatch(branches))

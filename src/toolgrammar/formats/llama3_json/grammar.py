@@ -11,7 +11,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ...automaton import Node, alt, dispatch, lit, seq
-from ...json_grammar import SchemaContext, object_node
+from ...json_grammar import SchemaContext, arguments_node
 from ..hermes.grammar import tail_key
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ def call_grammar(tools: ToolSet, options: GrammarOptions, block: dict[str, Any])
     branches = []
     key = block["arguments_keys"][0]
     for tool in options.selected_tools(tools):
-        args = object_node(tool.parameters, SchemaContext(ws=ws, string_avoid=(), tool=tool.name))
+        args = arguments_node(tool, SchemaContext(ws=ws, string_avoid=(), tool=tool.name))
         tail = seq(ws.item_sep(), lit(json.dumps(key)), ws.key_sep(), args, ws.ws(), lit("}"))
         branches.append((json.dumps(tool.name, ensure_ascii=False), tail, tail_key("llama3-json", options, tool)))
     return seq(lit(block["bare_open"]), ws.key_sep(), dispatch(branches))

@@ -11,7 +11,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ...automaton import Node, dispatch, lit, seq, star
-from ...json_grammar import SchemaContext, object_node
+from ...json_grammar import SchemaContext, arguments_node
 from ..hermes.grammar import tail_key
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ def block_grammar(tools: ToolSet, options: GrammarOptions, block: dict[str, Any]
     fmt = "mistral-" + block["shape"]
     branches = []
     for tool in options.selected_tools(tools):
-        args = object_node(tool.parameters, SchemaContext(ws=ws, string_avoid=(), tool=tool.name))
+        args = arguments_node(tool, SchemaContext(ws=ws, string_avoid=(), tool=tool.name))
         if block["shape"] == "args":
             # The key ends at [ARGS], so that no name is a prefix of another's key.
             branches.append((tool.name + block["args"], args, tail_key(fmt, options, tool)))
