@@ -13,8 +13,8 @@ that no engine has compiled before, even in a process that compiled the same sha
   nullable), ``$defs``/``$ref`` (used twice, and as array items), an object with 20 optional
   properties, arrays with ``minItems``/``maxItems``, nested arrays, a string-keyed map and a ``const``.
 
-Every tool also has an optional string property of its own, ``trace_<i>`` (last), so that no two tools of
-a list have the same arguments schema: templates are cycled, and a list of identical schemas would measure a
+Every tool's last top-level property carries the tool's index (``output_17``), so that no two tools of a
+list have the same arguments schema: templates are cycled, and a list of identical schemas would measure a
 cache (toolgrammar keeps one grammar tree per arguments schema, for the tools a server sees again in other
 lists), not a cold compile. Parts below the top level (the varied set's ``$defs``, the nested set's objects)
 still repeat across the tools of one template, as real tool lists repeat some parts.
@@ -376,12 +376,22 @@ def toolset(shape: str, n: int, salt: str = "s0") -> ColdToolSet:
     tools, args = [], {}
     for i in range(n):
         tool, args = gen(i, salt)
-        # One optional property of its own: no two tools of a list have the same arguments schema, so a list
-        # is as many schemas as tools (toolgrammar keeps a tree per schema; copies would measure that cache).
-        tool["function"]["parameters"]["properties"][f"trace_{i}"] = {"type": "string"}
+        args = _own_schema(tool, args, i)
         tools.append(tool)
     call = {"name": tools[-1]["function"]["name"], "arguments": args}
     return ColdToolSet(f"{shape} x{n}", tools, call, shape=shape, salt=salt)
+
+
+def _own_schema(tool: dict[str, Any], args: dict[str, Any], i: int) -> dict[str, Any]:
+    """The tool's last top-level property renamed ``<name>_<i>`` (in ``required`` and in ``args`` too, in place):
+    no two tools of a list have the same arguments schema, so a list is as many schemas as tools (toolgrammar
+    keeps a tree per schema; copies would measure that cache), and the schema keeps its shape and size."""
+    params = tool["function"]["parameters"]
+    old = list(params["properties"])[-1]
+    new = f"{old}_{i}"
+    params["properties"] = {new if k == old else k: v for k, v in params["properties"].items()}
+    params["required"] = [new if k == old else k for k in params.get("required", [])]
+    return {new if k == old else k: v for k, v in args.items()}
 
 
 def check(ts: ToolSet) -> None:
