@@ -1206,10 +1206,10 @@ class _Normalizer:
                 raise ToolSchemaError(f"invalid schema: {error.message}", tool=self.tool, pointer=pointer) from None
         # Lenient input is dirty: its definitions are read as used. The fast path takes definitions only at the
         # root (anywhere else it declines), so a schema it read needs no search for them.
-        if self.plain:
-            if not self.lenient and ("$defs" in self.root or "definitions" in self.root):
-                self.check_definitions(self.root, "")
-        elif not self.lenient and _holds_definitions(self.root):
+        if self.lenient:
+            return normalized
+        at_root = "$defs" in self.root or "definitions" in self.root
+        if at_root if self.plain else _holds_definitions(self.root):
             self.check_definitions(self.root, "")
         return normalized
 
