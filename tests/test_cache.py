@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 
 from toolgrammar import cache, tools
 from toolgrammar.automaton import N_SYMBOLS
+from toolgrammar.errors import ToolSchemaError
 from toolgrammar.grammar import compile_turn
 
 TOOLS = [
@@ -283,3 +285,17 @@ def test_a_careful_tool_back_in_a_new_list_still_sends_the_list_to_disk(root: Pa
     before = set((root / "tools").glob("*.npz"))
     tools.load_tools([other, *TOOLS])
     assert set((root / "tools").glob("*.npz")) == before
+
+
+def test_a_list_on_disk_is_not_served_for_data_that_only_has_its_text(root: Path) -> None:
+    """A list read back from disk is keyed by its JSON text; an entry with the same text but data loading refuses
+    (a tuple where the list had a list) gets its error, not the stored list."""
+    tools.clear_recent()
+    tools.load_tools(CAREFUL_TOOLS)
+    assert list((root / "tools").glob("*.npz"))
+    tools.clear_recent()  # the next load finds the list on disk only
+    unlike = copy.deepcopy(CAREFUL_TOOLS)
+    unlike[0]["parameters"]["required"] = tuple(unlike[0]["parameters"]["required"])
+    with pytest.raises(ToolSchemaError, match="a tuple is not JSON data"):
+        tools.load_tools(unlike)
+    assert tools.load_tools(CAREFUL_TOOLS).tools[0].source == CAREFUL_TOOLS[0]

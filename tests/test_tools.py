@@ -1872,6 +1872,54 @@ def test_a_tool_seen_in_another_list_is_reused(monkeypatch: pytest.MonkeyPatch) 
     assert len(tools._recent_tools) == 2
 
 
+@pytest.mark.parametrize(
+    ("unlike", "error"),
+    [
+        ({1: {"type": "string"}}, "key 1 is a int; JSON object keys are strings"),
+        ({"1": {"type": "string"}, "required": ("1",)}, "a tuple is not JSON data"),
+    ],
+    ids=["int-key", "tuple"],
+)
+def test_data_that_only_looks_like_a_loaded_entry_is_refused_as_when_cold(unlike: dict[str, Any], error: str) -> None:
+    """The caches are keyed by JSON text, in which an int key reads as a string and a tuple as a list: an entry
+    that loading refuses must be refused whatever was loaded before from the same text (the whole list, or the
+    tool in another list), with the error a first load gives."""
+    properties = {k: v for k, v in unlike.items() if k != "required"}
+    bad = {"name": "f", "parameters": {"type": "object", "properties": properties}}
+    if "required" in unlike:
+        bad["parameters"]["required"] = unlike["required"]
+    good = json.loads(json.dumps(bad))
+    assert json.dumps(good) == json.dumps(bad) and good != bad
+    other = entry(obj(q={"type": "string"}), name="other")
+    for remembered in ([good], [other, good]):
+        tools.clear_recent()
+        with pytest.raises(ToolSchemaError, match=re.escape(error)):
+            load_tools([bad])
+        load_tools(remembered)
+        for listed in ([bad], [bad, other]):
+            with pytest.raises(ToolSchemaError, match=re.escape(error)):
+                load_tools(listed)
+    assert load_tools([good])["f"].source == good  # the plain entry is still served
+
+
+def test_an_entry_is_copied_from_its_text_only_where_that_copy_is_plain() -> None:
+    """The copy read back from an entry's JSON text is used only where it equals the entry; text that may hold a
+    surrogate goes to the careful copy, which refuses a lone one."""
+    plain = {"name": "f", "description": "caf\u00e9", "parameters": {"type": "object", "properties": {}}}
+    copied = tools._copy_of_text(plain, tools._ENTRY_TEXT.encode(plain))
+    assert copied == plain and copied is not plain and copied["parameters"] is not plain["parameters"]
+    astral = {**plain, "description": "\U0001f600"}  # written as a surrogate pair: the careful copy takes it
+    assert tools._copy_of_text(astral, tools._ENTRY_TEXT.encode(astral)) is None
+    tools.clear_recent()
+    assert load_tools([astral])["f"].description == "\U0001f600"
+    assert tools._copy_of_text({"name": "f", "x": (1,)}, '{"name": "f", "x": [1]}') is None
+    lone = {"name": "f", "description": "a\ud800b"}
+    assert tools._copy_of_text(lone, tools._ENTRY_TEXT.encode(lone)) is None
+    tools.clear_recent()
+    with pytest.raises(ToolSchemaError, match="lone surrogate"):
+        load_tools([lone])
+
+
 def _real_parameters() -> list[tuple[str, Any]]:
     """Every parameters schema of the CanIToolCall corpus (all families) and of the BFCL sample
     (``tests/data/bfcl_sample.json``, converted as the side-by-side mode converts it)."""

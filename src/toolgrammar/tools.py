@@ -420,21 +420,23 @@ def load_tools(
     except (TypeError, ValueError, RecursionError):
         texts = None  # not plain JSON data: the checks below will say what is wrong
     if texts is None:
-        notes: list[str] = []
-        toolset = _load_entries(entries, mode, lenient, notes)
-        _warn(notes)
-        return toolset
+        return _load_uncached(entries, mode, lenient)
     memo_key = mode + ("\0lenient" if lenient else "") + "\0[" + ", ".join(texts) + "]"  # json.dumps(entries)
-    if memo_key in _recent:
+    remembered = _recent.get(memo_key)
+    if remembered is not None and _same_entries(remembered, entries):
         _recent.move_to_end(memo_key)
         _warn(_recent_notes.get(memo_key, ()))  # a lenient load warns every time, cached or not
-        return _recent[memo_key]
+        return remembered
+    if remembered is not None:  # equal text, other data (an int key, a tuple): validated without the caches
+        return _load_uncached(entries, mode, lenient)
     notes = []
     if lenient:  # not on disk: its warnings are part of the result
         toolset = _load_entries(entries, mode, lenient, notes)
     else:
         disk_key = hashlib.sha256((_FINGERPRINT_VERSION + "\0" + memo_key).encode()).hexdigest()
         toolset = _from_disk(disk_key, mode)
+        if toolset is not None and not _same_entries(toolset, entries):
+            return _load_uncached(entries, mode, lenient)
         if toolset is None:
             careful: list[str] = []
             toolset = _load_entries(entries, mode, lenient, notes, careful, texts)
@@ -452,10 +454,26 @@ def load_tools(
     return toolset
 
 
-def _warn(notes: Sequence[str]) -> None:
+def _load_uncached(entries: Sequence[Any], mode: ArgumentMode, lenient: bool) -> ToolSet:
+    notes: list[str] = []
+    toolset = _load_entries(entries, mode, lenient, notes)
+    _warn(notes, stacklevel=4)
+    return toolset
+
+
+def _same_entries(toolset: ToolSet, entries: Sequence[Any]) -> bool:
+    """Whether ``entries`` are the data ``toolset`` was loaded from, not only the same JSON text.
+
+    The caches are keyed by JSON text, and ``json`` writes an ``int`` key as a string and a tuple as a list,
+    which loading refuses: such an entry must get its error, whatever was loaded before from the same text.
+    Equality tells them apart (``{1: x} != {"1": x}``, ``(a,) != [a]``) where the text cannot."""
+    return all(tool.source == entry for tool, entry in zip(toolset.tools, entries, strict=True))
+
+
+def _warn(notes: Sequence[str], stacklevel: int = 3) -> None:
     for note in notes:
         # stacklevel 3: the warning points at the caller of load_tools.
-        warnings.warn(note, ToolSchemaWarning, stacklevel=3)
+        warnings.warn(note, ToolSchemaWarning, stacklevel=stacklevel)
 
 
 def _to_disk(key: str, toolset: ToolSet) -> None:
@@ -538,9 +556,11 @@ def _recent_tool(entry: Any, text: str, index: int, mode: ArgumentMode, careful:
         got = _recent_tools.get(key)
         if got is not None:
             _recent_tools.move_to_end(key)
+    if got is not None and got[0].source != entry:  # equal text, other data: see _same_entries
+        return _load_entry(entry, index, mode, False, [], careful)
     if got is None:
         mark: list[str] = []
-        got = (_load_entry(entry, index, mode, False, [], mark), bool(mark))
+        got = (_load_entry(entry, index, mode, False, [], mark, text), bool(mark))
         with _recent_tools_lock:
             _recent_tools[key] = got
             if len(_recent_tools) > MAX_RECENT_TOOLS:
@@ -625,7 +645,10 @@ def _load_entry(
     lenient: bool = False,
     notes: list[str] | None = None,
     careful: list[str] | None = None,
+    text: str | None = None,
 ) -> Tool:
+    """One entry validated and normalized; ``text``, the entry as JSON text where the caller has it, is read back
+    as the entry's copy (the C decoder copies plain data several times faster than a walk in Python)."""
     label = f"#{index}"
     if not isinstance(entry, Mapping):
         raise ToolSchemaError(
@@ -674,7 +697,9 @@ def _load_entry(
         )
 
     try:
-        source = _copy_entry(entry, name)
+        source = _copy_of_text(entry, text) if text is not None else None
+        if source is None:
+            source = _copy_entry(entry, name)
         raw_params = source.get("function", source).get("parameters")
         sink = notes if notes is not None else []
         if mode == "strings":
@@ -791,6 +816,21 @@ def _plain_copy(value: Any) -> Any:
     if kind is float and math.isfinite(value):
         return value
     raise _NotPlain  # subclasses, mappings, tuples, NaN: the careful path decides
+
+
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+"""Where ASCII JSON text may hold a surrogate (half of a pair, or a lone one, which loading refuses)."""
+
+
+def _copy_of_text(entry: Any, text: str) -> dict[str, Any] | None:
+    """``text`` (``entry`` as ASCII JSON) read back, when that is a plain copy of ``entry``; else None.
+
+    Equal to ``entry`` means plain (``json`` writes an int key as a string and a tuple as a list, and the copy
+    would then differ); text with a surrogate escape is left to :func:`_copy_entry`, which refuses lone ones."""
+    if _ESCAPED_SURROGATE.search(text) is not None:
+        return None
+    copy = json.loads(text)
+    return copy if type(copy) is dict and copy == entry else None
 
 
 def _copy_entry(entry: Mapping[str, Any], tool: str) -> dict[str, Any]:
