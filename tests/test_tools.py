@@ -1920,6 +1920,45 @@ def test_an_entry_is_copied_from_its_text_only_where_that_copy_is_plain() -> Non
         load_tools([lone])
 
 
+def test_remembered_lists_serve_their_warnings_to_every_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threads loading lenient lists through a small list cache (constant eviction, thread switches every
+    microsecond): every load returns its own list and gives its own warning, and none fails."""
+    import threading
+
+    monkeypatch.setattr(tools, "MAX_RECENT_LISTS", 2)
+    lists = [[entry(obj(**{f"x{i}": {"type": "integer", "nullable": True}}), name=f"t{i}")] for i in range(5)]
+    heard = threading.local()
+    monkeypatch.setattr(tools, "_warn", lambda notes, stacklevel=3: heard.notes.extend(notes))
+    failures: list[str] = []
+
+    def work(k: int) -> None:
+        heard.notes = []
+        for n in range(60):
+            i = (k + n) % len(lists)
+            try:
+                got = load_tools(lists[i], lenient=True)
+            except Exception as error:  # a thread's exception would not reach the test otherwise
+                failures.append(f"thread {k}, load {n}: {type(error).__name__}: {error}")
+                return
+            said, heard.notes = heard.notes, []
+            if got.names != (f"t{i}",) or len(said) != 1 or f"x{i}" not in said[0]:
+                failures.append(f"thread {k}, load {n}: {got.names} with notes {said}")
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        tools.clear_recent()
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert not failures, failures[:3]
+    assert len(tools._recent) <= 2
+
+
 def _real_parameters() -> list[tuple[str, Any]]:
     """Every parameters schema of the CanIToolCall corpus (all families) and of the BFCL sample
     (``tests/data/bfcl_sample.json``, converted as the side-by-side mode converts it)."""

@@ -422,11 +422,13 @@ def load_tools(
     if texts is None:
         return _load_uncached(entries, mode, lenient)
     memo_key = mode + ("\0lenient" if lenient else "") + "\0[" + ", ".join(texts) + "]"  # json.dumps(entries)
-    remembered = _recent.get(memo_key)
-    if remembered is not None and _same_entries(remembered, entries):
-        _recent.move_to_end(memo_key)
-        _warn(_recent_notes.get(memo_key, ()))  # a lenient load warns every time, cached or not
-        return remembered
+    with _recent_lock:
+        remembered = _recent.get(memo_key)
+        if remembered is not None:
+            _recent.move_to_end(memo_key)
+    if remembered is not None and _same_entries(remembered[0], entries):
+        _warn(remembered[1])  # a lenient load warns every time, cached or not
+        return remembered[0]
     if remembered is not None:  # equal text, other data (an int key, a tuple): validated without the caches
         return _load_uncached(entries, mode, lenient)
     notes = []
@@ -444,12 +446,10 @@ def load_tools(
             # (200 nested tools: 15 ms to validate, 7 ms to write, 5 ms to read).
             if careful:
                 _to_disk(disk_key, toolset)
-    _recent[memo_key] = toolset
-    if notes:
-        _recent_notes[memo_key] = tuple(notes)
-    if len(_recent) > 64:
-        evicted, _ = _recent.popitem(last=False)
-        _recent_notes.pop(evicted, None)
+    with _recent_lock:
+        _recent[memo_key] = (toolset, tuple(notes))
+        if len(_recent) > MAX_RECENT_LISTS:
+            _recent.popitem(last=False)
     _warn(notes)
     return toolset
 
@@ -504,9 +504,13 @@ def _check_cached_tools(entry: dict[str, np.ndarray]) -> str | None:
     return None
 
 
-_recent: OrderedDict[str, ToolSet] = OrderedDict()
-_recent_notes: dict[str, tuple[str, ...]] = {}
-"""The lenient warnings of each remembered load (re-emitted when it is served again)."""
+MAX_RECENT_LISTS = 64
+"""Loaded tool lists kept process-wide by their entries' JSON text (least recently used out)."""
+
+_recent: OrderedDict[str, tuple[ToolSet, tuple[str, ...]]] = OrderedDict()
+"""Each remembered list with its lenient warnings (given again each time it is served), kept together so
+that no reader finds one without the other."""
+_recent_lock = threading.Lock()
 
 
 def _load_entries(
@@ -573,8 +577,8 @@ def _recent_tool(entry: Any, text: str, index: int, mode: ArgumentMode, careful:
 
 def clear_recent() -> None:
     """Forget the tool lists and tools :func:`load_tools` remembers (in memory; the disk cache stays)."""
-    _recent.clear()
-    _recent_notes.clear()
+    with _recent_lock:
+        _recent.clear()
     with _recent_tools_lock:
         _recent_tools.clear()
 
