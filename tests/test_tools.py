@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -1957,6 +1958,82 @@ def test_remembered_lists_serve_their_warnings_to_every_thread(monkeypatch: pyte
         sys.setswitchinterval(old)
     assert not failures, failures[:3]
     assert len(tools._recent) <= 2
+
+
+_CACHE_SUBSCHEMAS = [
+    {"type": "string"},
+    {"type": "number"},
+    {"type": "integer", "minimum": 1},  # a bound: read by the careful path, so its list goes to disk
+    {"type": "string", "nullable": True},  # lenient only
+    {"type": "integr"},  # refused
+]
+
+
+@st.composite
+def _cache_entry(draw: st.DrawFn) -> dict[str, Any]:
+    """An entry from a small pool, so that lists share tools and texts, sometimes turned into data with the
+    same JSON text that loading refuses (an int key, a tuple)."""
+    sub = copy.deepcopy(draw(st.sampled_from(_CACHE_SUBSCHEMAS)))
+    props: dict[Any, Any] = {"0": sub, "1": {"type": "boolean"}}
+    params = {"type": "object", "properties": props, "required": ["0"]}
+    change = draw(st.sampled_from(["none"] * 4 + ["int key", "tuple"]))
+    if change == "int key":
+        params["properties"] = {0: sub, "1": props["1"]}
+    elif change == "tuple":
+        params["required"] = ("0",)
+    return entry(params, name=draw(st.sampled_from(["a", "b", "c"])))
+
+
+def _tool_name(entry: dict[str, Any]) -> str:
+    return entry["function"]["name"]  # type: ignore[no-any-return]
+
+
+def _outcome(load: Any) -> tuple[str, ...]:
+    with warnings.catch_warnings(record=True) as heard:
+        warnings.simplefilter("always")
+        try:
+            got = load()
+        except ToolSchemaError as error:
+            return ("error", str(error))
+    said = tuple(str(w.message) for w in heard)
+    return ("tools", got.fingerprint, json.dumps([t.source for t in got]), *said)
+
+
+def _read_everything(entries: list[dict[str, Any]], lenient: bool) -> tuple[str, ...]:
+    """:func:`_outcome` of a load that keeps and reads no cache."""
+    notes: list[str] = []
+    try:
+        got = tools._load_entries(entries, "schema", lenient, notes)
+    except ToolSchemaError as error:
+        return ("error", str(error))
+    return ("tools", got.fingerprint, json.dumps([t.source for t in got]), *notes)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.lists(_cache_entry(), min_size=1, max_size=3, unique_by=_tool_name), st.booleans(),
+                          st.booleans()), max_size=8))  # fmt: skip
+def test_the_caches_never_change_what_loading_returns(loads: list[tuple[list[dict[str, Any]], bool, bool]]) -> None:
+    """A sequence of loads (lists of tools sharing names and schemas, valid, lenient-only, refused or not JSON
+    data; strict or lenient; the memory caches sometimes emptied so that the disk is read) returns from the
+    caches exactly what a load that reads everything returns: the same tools, warnings and errors."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as root:
+        old = os.environ.get("TOOLGRAMMAR_CACHE")
+        os.environ["TOOLGRAMMAR_CACHE"] = root
+        try:
+            tools.clear_recent()
+            for entries, lenient, forget in loads:
+                if forget:
+                    tools.clear_recent()
+                cached = _outcome(lambda e=entries, lenient=lenient: load_tools(e, lenient=lenient))
+                assert cached == _read_everything(entries, lenient)
+        finally:
+            if old is None:
+                os.environ.pop("TOOLGRAMMAR_CACHE", None)
+            else:
+                os.environ["TOOLGRAMMAR_CACHE"] = old
+            tools.clear_recent()
 
 
 def _real_parameters() -> list[tuple[str, Any]]:
