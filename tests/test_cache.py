@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from toolgrammar import cache, tools
+from toolgrammar import automaton, cache, skeletons, tools
 from toolgrammar.automaton import N_SYMBOLS
 from toolgrammar.errors import ToolSchemaError
 from toolgrammar.grammar import compile_turn
@@ -94,7 +94,7 @@ def _other_version(path: Path) -> None:
         arrays = {k: data[k] for k in data.files if not k.startswith("__")}
     key = path.stem
     with open(path, "wb") as handle:
-        np.savez(handle, **arrays, __version__=np.int64(1), __digest__=cache.digest("grammars", key, arrays, 1))
+        np.savez(handle, **arrays, __version__=np.int64(1), __digest__=cache.digest(skeletons.KIND, key, arrays, 1))
 
 
 def _wrong_shape_with_valid_hash(path: Path) -> None:
@@ -111,7 +111,7 @@ def _wrong_shape_with_valid_hash(path: Path) -> None:
             handle,
             **arrays,
             __version__=np.int64(cache.FORMAT_VERSION),
-            __digest__=cache.digest("grammars", key, arrays),
+            __digest__=cache.digest(skeletons.KIND, key, arrays),
         )
 
 
@@ -125,29 +125,62 @@ DAMAGE: dict[str, Callable[[Path], None]] = {
 }
 
 
+@pytest.fixture
+def not_shipped(monkeypatch: pytest.MonkeyPatch):
+    """No shipped skeletons and none in memory: a turn's skeleton comes from the disk cache or is compiled."""
+    monkeypatch.setattr(skeletons, "SHIPPED_DIR", Path("/nonexistent/toolgrammar-skeletons"))
+    automaton.clear_caches()
+    yield
+    automaton.clear_caches()
+
+
+def _new_process_compile(tools_: list[dict] | None = None, **options):
+    """``compile_turn`` as a new process runs it: this process's memory of skeletons forgotten first."""
+    automaton.clear_caches()
+    return compile_turn(tools_ or TOOLS, **options)
+
+
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
-def test_a_bad_grammar_entry_is_rebuilt_with_a_warning(root: Path, damage: str):
-    fresh = compile_turn(TOOLS, tool_choice="required", cache=False)
-    first = compile_turn(TOOLS, tool_choice="required")
+def test_a_bad_skeleton_entry_is_rebuilt_with_a_warning(root: Path, not_shipped, damage: str):
+    fresh = _new_process_compile(tool_choice="required", cache=False)
+    first = _new_process_compile(tool_choice="required")
     assert not first.from_cache and _same_automaton(first, fresh)
-    path = _entry(root, "grammars")
+    path = _entry(root, skeletons.KIND)
     DAMAGE[damage](path)
 
     if damage == "other-version":  # an older toolgrammar wrote it: rebuilt silently, an upgrade is not damage
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            rebuilt = compile_turn(TOOLS, tool_choice="required")
+            rebuilt = _new_process_compile(tool_choice="required")
     else:
         with pytest.warns(RuntimeWarning, match=path.name):
-            rebuilt = compile_turn(TOOLS, tool_choice="required")
+            rebuilt = _new_process_compile(tool_choice="required")
     assert not rebuilt.from_cache
     assert _same_automaton(rebuilt, fresh)
     assert not rebuilt.dfa.matches(b"anything at all")
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the rebuilt entry replaced the bad one
-        again = compile_turn(TOOLS, tool_choice="required")
+        again = _new_process_compile(tool_choice="required")
     assert again.from_cache and _same_automaton(again, fresh)
+
+
+def test_new_tool_lists_add_no_disk_entry_where_the_skeleton_is_known(root: Path, not_shipped):
+    """A server sees a new tool list on every request: the disk cache keeps one entry per skeleton (per
+    format and options), not per list, and none at all where the skeleton ships or this process has it."""
+    lists = [[{"name": f"tool_{i}_{j}", "parameters": TOOLS[0]["parameters"]} for j in range(3)] for i in range(6)]
+    first = _new_process_compile(lists[0])
+    assert not first.from_cache
+    for tools_ in lists[1:]:
+        assert _new_process_compile(tools_).from_cache
+    assert len(list((root / skeletons.KIND).glob("*.npz"))) == 1
+    assert sorted(p.name for p in root.iterdir()) == [skeletons.KIND]  # nothing per list (a bound: see engine)
+
+
+def test_a_shipped_skeleton_is_not_copied_to_disk(root: Path):
+    automaton.clear_caches()
+    assert compile_turn(TOOLS).from_cache  # hermes, default options: shipped
+    assert not (root / skeletons.KIND).exists()
 
 
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "edited"])
@@ -231,13 +264,14 @@ def test_a_missing_entry_is_a_silent_miss(root: Path):
         assert cache.load("grammars", "absent") is None
 
 
-def test_the_cache_can_be_switched_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_the_cache_can_be_switched_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, not_shipped):
     monkeypatch.setenv("TOOLGRAMMAR_CACHE", "off")
     assert cache.cache_root() is None
     cache.save("grammars", "k", {"a": np.arange(3)})
     assert cache.load("grammars", "k") is None
-    grammar = compile_turn(TOOLS)
-    assert not grammar.from_cache
+    assert not _new_process_compile().from_cache
+    assert not _new_process_compile().from_cache  # nothing was written to read back
+    assert list(tmp_path.iterdir()) == []
 
 
 def _renumbered(dfa):
@@ -259,6 +293,7 @@ def test_the_cached_bound_is_keyed_by_the_numbering_of_the_tails_built_up_front(
     bound under-counts what a state needs and the budget guarantee breaks (a turn cut inside a block)."""
     from toolgrammar import engine, lazy
 
+    monkeypatch.setattr(engine, "DIST_ON_DISK_FROM", 0)  # this small turn's bound goes to disk too
     tools_ = [{"type": "function", "function": TOOLS[0]}]
     options = {"tool_choice": "get_weather", "parallel_tool_calls": False}
     first = engine.TokenGrammar(compile_turn(tools_, **options), qwen3_vocab)
@@ -299,3 +334,23 @@ def test_a_list_on_disk_is_not_served_for_data_that_only_has_its_text(root: Path
     with pytest.raises(ToolSchemaError, match="a tuple is not JSON data"):
         tools.load_tools(unlike)
     assert tools.load_tools(CAREFUL_TOOLS).tools[0].source == CAREFUL_TOOLS[0]
+
+
+def test_each_kind_keeps_at_most_max_entries_the_least_recently_used_go(root: Path, monkeypatch: pytest.MonkeyPatch):
+    """A server's cache folder does not grow with every request: past ``MAX_ENTRIES`` a save removes the
+    entries of its kind used longest ago, and reading an entry counts as a use."""
+    import os
+    import time
+
+    monkeypatch.setattr(cache, "MAX_ENTRIES", 3)
+    for k in range(3):
+        cache.save("things", f"k{k}", {"a": np.arange(k + 1)})
+        cache.save("others", f"k{k}", {"a": np.arange(k + 1)})
+    past = time.time() - 100
+    for k in range(3):  # saved in this order, long ago (file times can be coarser than these calls)
+        os.utime(root / "things" / f"k{k}.npz", (past + k, past + k))
+    assert cache.load("things", "k0") is not None  # used now
+    cache.save("things", "k3", {"a": np.arange(4)})
+    assert sorted(p.stem for p in (root / "things").glob("*.npz")) == ["k0", "k2", "k3"]
+    assert cache.load("things", "k1") is None
+    assert len(list((root / "others").glob("*.npz"))) == 3  # another kind's entries are its own

@@ -245,9 +245,16 @@ def test_required_with_no_tools_is_an_error():
 
 @pytest.mark.parametrize("toolset", sorted(TOOLSETS))
 def test_the_disk_cache_returns_the_same_automaton(toolset, tmp_path, monkeypatch):
+    """A skeleton that does not ship, compiled by one process, is what the next one reads from disk."""
+    from toolgrammar import automaton, skeletons
+
     monkeypatch.setenv("TOOLGRAMMAR_CACHE", str(tmp_path))
+    monkeypatch.setattr(skeletons, "SHIPPED_DIR", tmp_path / "none-shipped")
+    automaton.clear_caches()
     first = compile_turn(TOOLSETS[toolset])
+    automaton.clear_caches()  # a new process: only the disk has it
     again = compile_turn(TOOLSETS[toolset])
+    automaton.clear_caches()
     assert not first.from_cache and again.from_cache
     assert (first.dfa.transitions == again.dfa.transitions).all()
     assert json.loads(first.options.key) == json.loads(again.options.key)

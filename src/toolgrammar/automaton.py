@@ -806,36 +806,41 @@ class Skeleton:
     dispatches: tuple[Dispatch, ...]
     key: str = ""
     """:func:`structure_key` of the tree compiled (the dispatches as holes): what the skeleton is cached by."""
+    compiled: bool = True
+    """Whether it was compiled by this call (not read from the process's memory, the package or the disk)."""
 
 
-def compile_skeleton(node: Node, *, shipped: bool = True) -> Skeleton:
+def compile_skeleton(node: Node, *, shipped: bool = True, disk: bool = True) -> Skeleton:
     """Compile ``node`` with every :class:`Dispatch` replaced by a hole (a two-byte placeholder).
 
-    A skeleton depends on the format and the options only, so it is compiled once per process, and the
-    common ones ship with the package (:mod:`toolgrammar.skeletons`: read instead of compiled when
-    ``shipped``)."""
+    A skeleton depends on the format and the options only (and, in the formats whose markup spells the
+    tools, on their names), so it is compiled once per process; the common ones ship with the package
+    (:mod:`toolgrammar.skeletons`: read instead of compiled when ``shipped``), and the others go to the
+    on-disk cache under the same key (when ``disk``), one entry per skeleton, not per tool list."""
     skeleton_tree, dispatches = skeleton_parts(node)
     key = structure_key(skeleton_tree)
     with _skeletons_lock:
         hit = _skeletons.get(key)
         if hit is not None:
             _skeletons.move_to_end(key)
-            return Skeleton(dfa=hit[0], points=hit[1], dispatches=tuple(dispatches), key=key)
-    found_shipped = None
-    if shipped:
-        from .skeletons import shipped_skeleton  # the package's data, read through the cache's checks
+            return Skeleton(dfa=hit[0], points=hit[1], dispatches=tuple(dispatches), key=key, compiled=False)
+    from . import skeletons  # the package's data and the disk's entries, read through the cache's checks
 
-        found_shipped = shipped_skeleton(key, len(dispatches))
-    if found_shipped is not None:
-        dfa, points = found_shipped
+    found = skeletons.shipped_skeleton(key, len(dispatches)) if shipped else None
+    if found is None and disk:
+        found = skeletons.cached_skeleton(key, len(dispatches))
+    if found is not None:
+        dfa, points = found
     else:
         dfa = compile_dfa(skeleton_tree)
         points = _dispatch_points(dfa, len(dispatches))
+        if disk:
+            skeletons.save_skeleton(key, dfa, points)
     with _skeletons_lock:
         _skeletons[key] = (dfa, points)
         while len(_skeletons) > 64:
             _skeletons.popitem(last=False)
-    return Skeleton(dfa=dfa, points=points, dispatches=tuple(dispatches), key=key)
+    return Skeleton(dfa=dfa, points=points, dispatches=tuple(dispatches), key=key, compiled=found is None)
 
 
 def skeleton_key(node: Node) -> str:

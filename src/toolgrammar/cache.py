@@ -15,6 +15,8 @@ A cache must never change what a grammar allows, so nothing read from it is trus
 - writes go to a temporary file in the same folder, then ``os.replace``: a reader never sees half an
   entry, and a failed write removes its temporary file. A read-only or full disk costs the cache only.
 
+Each kind keeps at most :data:`MAX_ENTRIES` entries, the least recently used removed first.
+
 The digest detects damage and edits by anything that does not recompute it; it is not a signature
 against someone who can write to the cache folder (they could as well edit the installed code).
 """
@@ -67,7 +69,12 @@ def load(kind: str, key: str, check: Check | None = None) -> dict[str, np.ndarra
     root = cache_root()
     if root is None:
         return None
-    return load_file(root / kind / f"{key}.npz", kind, key, check)
+    path = root / kind / f"{key}.npz"
+    arrays = load_file(path, kind, key, check)
+    if arrays is not None:
+        with contextlib.suppress(OSError):
+            os.utime(path)  # used now: the last entry of its kind to go (see MAX_ENTRIES)
+    return arrays
 
 
 def load_file(path: Path, kind: str, key: str, check: Check | None = None) -> dict[str, np.ndarray] | None:
@@ -144,3 +151,24 @@ def save(kind: str, key: str, arrays: dict[str, np.ndarray]) -> None:
         if tmp is not None:  # the write failed (or was interrupted): leave no temporary file behind
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+    _bound(folder)
+
+
+MAX_ENTRIES = 1024
+"""Entries kept per kind: past this, a save removes the least recently used ones (by modification time,
+which a hit renews). Most entries are per configuration, not per tool list (turn skeletons that do not
+ship); those per tool list (a validated list the careful normalizer read, a large turn's budget bound)
+would otherwise grow with every new list a server sees."""
+
+
+def _bound(folder: Path) -> None:
+    try:
+        entries = [(e.stat().st_mtime_ns, e.path) for e in os.scandir(folder) if e.name.endswith(".npz")]
+    except OSError:
+        return
+    if len(entries) <= MAX_ENTRIES:
+        return
+    entries.sort()
+    for _, path in entries[: len(entries) - MAX_ENTRIES]:
+        with contextlib.suppress(OSError):  # another process removed it first, or the folder is read-only
+            os.unlink(path)

@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from . import cache as disk_cache
 from . import policy
 from .automaton import (
     ANY_TEXT_SYMBOL,
@@ -55,7 +54,6 @@ from .automaton import (
     not_prefixed,
     repeat,
     seq,
-    skeleton_parts,
     star,
     to_regex,
 )
@@ -176,7 +174,8 @@ class TurnGrammar:
     skeleton: Skeleton
     """The automaton without the tools' arguments: what the engine starts from (:mod:`toolgrammar.lazy`)."""
     from_cache: bool = False
-    """Whether the automaton was read from the on-disk cache rather than compiled."""
+    """Whether the skeleton was read (from this process's memory, the package or the on-disk cache) rather
+    than compiled by this call."""
 
     @cached_property
     def literals(self) -> tuple[str, ...]:
@@ -278,35 +277,19 @@ def grammar_key(tools: ToolSet, options: GrammarOptions) -> str:
 def compile_turn(tools: object, *, mode: str = "schema", cache: bool = True, **options: object) -> TurnGrammar:
     """Compile a tool list (anything :func:`~toolgrammar.tools.load_tools` takes) into a turn grammar.
 
-    The automaton is read from the on-disk cache when the same tools and options were compiled
-    before (see :mod:`toolgrammar.cache`; ``cache=False`` skips it).
+    The automaton is the turn's skeleton (:func:`~toolgrammar.automaton.compile_skeleton`), which depends on
+    the format and options, not on the tool list: taken from this process's memory, the package's shipped
+    skeletons or the on-disk cache where one was compiled before (see :mod:`toolgrammar.cache`;
+    ``cache=False`` neither reads nor writes the disk). The tools' names and arguments join it as a turn
+    reaches them (:mod:`toolgrammar.lazy`).
     """
     opts = options_from_kwargs(**options)
     toolset = tools if isinstance(tools, ToolSet) else load_tools(tools, mode=mode)  # type: ignore[arg-type]
     fmt = get_format(opts.format)
     fmt.check_tools(toolset)
-    key = grammar_key(toolset, opts)
-    entry = disk_cache.load("grammars", key, check=_check_cached_dfa) if cache else None
     node = turn_node(toolset, opts, fmt)
-    if entry is not None:
-        dfa = DFA(
-            transitions=entry["transitions"],
-            start=int(entry["start"]),
-            accepting=entry["accepting"],
-            safe=entry["safe"],
-            stats={"dfa_states": int(entry["transitions"].shape[0])},
-        )
-        points = tuple((int(p), int(e), int(j)) for p, e, j in entry["points"].tolist())
-        skeleton = Skeleton(dfa=dfa, points=points, dispatches=tuple(skeleton_parts(node)[1]))
-        grammar = TurnGrammar(tools=toolset, options=opts, skeleton=skeleton, from_cache=True)
-    else:
-        skeleton = compile_skeleton(node)
-        grammar = TurnGrammar(tools=toolset, options=opts, skeleton=skeleton)
-        if cache:
-            dfa = skeleton.dfa
-            arrays = {"transitions": dfa.transitions, "accepting": dfa.accepting, "safe": dfa.safe}
-            points = np.array(skeleton.points, dtype=np.int64).reshape(-1, 3)
-            disk_cache.save("grammars", key, {**arrays, "start": np.int64(dfa.start), "points": points})
+    skeleton = compile_skeleton(node, disk=cache)
+    grammar = TurnGrammar(tools=toolset, options=opts, skeleton=skeleton, from_cache=not skeleton.compiled)
     grammar.__dict__["node"] = node  # already built: keep it
     return grammar
 

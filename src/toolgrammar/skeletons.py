@@ -77,6 +77,21 @@ def shipped_skeleton(key: str, n_dispatches: int) -> tuple[DFA, tuple[tuple[int,
     path = SHIPPED_DIR / f"{key}.npz"
     if not path.is_file():
         return None
+    return _read(cache.load_file(path, KIND, key, check=_checker(n_dispatches)), n_dispatches)
+
+
+def cached_skeleton(key: str, n_dispatches: int) -> tuple[DFA, tuple[tuple[int, int, int], ...]] | None:
+    """The skeleton named ``key`` from the on-disk cache (a configuration that does not ship, compiled by an
+    earlier process), or ``None``: a miss, or a damaged entry (warned about; the caller compiles it)."""
+    return _read(cache.load(KIND, key, check=_checker(n_dispatches)), n_dispatches)
+
+
+def save_skeleton(key: str, dfa: DFA, points: Sequence[tuple[int, int, int]]) -> None:
+    """Keep a skeleton compiled here in the on-disk cache, under its key (one entry per skeleton)."""
+    cache.save(KIND, key, _arrays(dfa, points))
+
+
+def _checker(n_dispatches: int) -> cache.Check:
     from .grammar import _check_cached_dfa  # the layout of a cached turn automaton, which this shares
 
     def check(entry: dict[str, np.ndarray]) -> str | None:
@@ -88,7 +103,12 @@ def shipped_skeleton(key: str, n_dispatches: int) -> tuple[DFA, tuple[tuple[int,
                 problem = f"dispatch points {stored} where its automaton has {points}"
         return problem
 
-    entry = cache.load_file(path, KIND, key, check=check)
+    return check
+
+
+def _read(
+    entry: dict[str, np.ndarray] | None, n_dispatches: int
+) -> tuple[DFA, tuple[tuple[int, int, int], ...]] | None:
     if entry is None:
         return None
     dfa = _dfa(entry)
@@ -137,7 +157,7 @@ def compiled() -> dict[str, tuple[list[str], dict[str, np.ndarray]]]:
         if skeleton_key(node) != skeleton_key(other):
             continue  # this format's skeleton spells the tools: no file would ever be read
         clear_caches()  # compiled, never taken from this process's cache (which may hold shipped ones)
-        skeleton = compile_skeleton(node, shipped=False)
+        skeleton = compile_skeleton(node, shipped=False, disk=False)
         names, _ = out.setdefault(skeleton.key, ([], _arrays(skeleton.dfa, skeleton.points)))
         names.append(name)
     return out
@@ -193,8 +213,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 __all__ = [
     "KIND",
     "SHIPPED_DIR",
+    "cached_skeleton",
     "configurations",
     "differences",
+    "save_skeleton",
     "shipped_skeleton",
     "write",
 ]
