@@ -291,10 +291,12 @@ ANY_TEXT_SYMBOL = Sym(byte_range(0, 255) | (1 << SPECIAL), r"[\s\S]")
 END = Sym(1 << EOS, "$")
 
 
+@lru_cache(maxsize=64)
 def utf8_char(*, exclude_ascii: str = "", ascii_only_printable: bool = False) -> Node:
     """One well-formed UTF-8 character (no surrogates, no overlongs), minus some ASCII characters.
 
     ``ascii_only_printable`` drops the control characters 0x00-0x1F (JSON forbids them raw in strings).
+    One node per argument set, shared (nodes are immutable; what is computed from one is kept on it).
     """
     lo = 0x20 if ascii_only_printable else 0x00
     ascii_mask = byte_range(lo, 0x7F) & ~mask_of(ord(c) for c in exclude_ascii)

@@ -52,7 +52,8 @@ OTHER_TOOLS: tuple[dict[str, Any], ...] = (
 )
 """Another list, of other names, count and types: a configuration ships only where both lists give one
 skeleton. In most formats the skeleton holds no tool; where the markup outside the call's name and
-arguments spells the tools (``qwen-xml``, ``kimi-k3``, ``llama4-pythonic`` today), it ships nothing."""
+arguments spells the tools (``kimi-k3`` and ``llama4-pythonic`` today, except under ``tool_choice="none"``), it
+ships nothing."""
 
 TOOL_CHOICES: tuple[str, ...] = ("auto", "required", "none", "get_weather")
 REASONING: tuple[str, ...] = ("enabled", "disabled", "prefilled")

@@ -39,9 +39,10 @@ from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from ...automaton import Members, Node, alt, avoiding, group, lit, seq, star, utf8_char
+from ...automaton import Members, Node, alt, avoiding, dispatch, group, lit, seq, star, utf8_char
 from ...errors import GrammarError, ToolSchemaError
 from ...json_grammar import (
     MAX_FLOAT_INT_DIGITS,
@@ -53,12 +54,13 @@ from ...json_grammar import (
     number_value,
     schema_node,
 )
+from ...lazy import schema_tail_key
 from ...schema_strings import StringSchemaError, constrained_text, string_language
 from .parser import FUNCTION_CLOSE, FUNCTION_OPEN, PARAMETER_CLOSE, PARAMETER_OPEN, VALUE_FORBIDDEN, convert_value
 
 if TYPE_CHECKING:
     from ...grammar import GrammarOptions
-    from ...tools import ToolSet
+    from ...tools import Tool, ToolSet
     from ..base import Markers
 
 MARKUP: tuple[str, ...] = (
@@ -81,7 +83,8 @@ def block_grammar(tools: ToolSet, options: GrammarOptions, markers: Markers) -> 
     markup = (markers.block_open, markers.block_close, *MARKUP[2:]) if options.escape_markers else ()
     string_avoid = VALUE_FORBIDDEN + markup
     ctx = SchemaContext(ws=options.json_whitespace(), string_avoid=_JSON_STRING_AVOID + markup)
-    calls = []
+    close = lit(f"{FUNCTION_CLOSE}\n{markers.block_close}")
+    branches = []
     for tool in options.selected_tools(tools):
         ctx_tool = SchemaContext(ws=ctx.ws, string_avoid=ctx.string_avoid, tool=tool.name)
         props: dict[str, Any] = tool.parameters.get("properties", {})
@@ -90,15 +93,27 @@ def block_grammar(tools: ToolSet, options: GrammarOptions, markers: Markers) -> 
         for key, schema in props.items():
             value = value_node(schema, ctx_tool, string_avoid, f"/properties/{key}")
             members.append((seq(lit(f"{PARAMETER_OPEN}{key}>"), value, lit(f"\n{PARAMETER_CLOSE}\n")), key in required))
-        body = Members(tuple(members), lit("")) if members else lit("")
-        calls.append(check_size(seq(lit(f"{FUNCTION_OPEN}{tool.name}>\n"), body), tool.parameters, ctx_tool, ""))
-    if not calls:
+        body = check_size(Members(tuple(members), lit("")) if members else lit(""), tool.parameters, ctx_tool, "")
+        # The name decides the rest, closing tags included (a parameter and the closer both open with "<",
+        # so the tail must end where the block does): compiled when a call reaches it, once per schema.
+        branches.append((f"{tool.name}>\n", seq(body, close), tail_key(options, tool)))
+    if not branches:
         raise GrammarError("the qwen-xml block grammar needs at least one tool")
-    return seq(lit(markers.block_open + "\n"), alt(*calls), lit(f"{FUNCTION_CLOSE}\n{markers.block_close}"))
+    return seq(lit(f"{markers.block_open}\n{FUNCTION_OPEN}"), dispatch(branches))
 
 
+def tail_key(options: GrammarOptions, tool: Tool) -> str:
+    """What a tool's tail depends on: the options that shape values (JSON whitespace, escaped markers), the
+    arguments schema."""
+    return schema_tail_key(["qwen-xml", options.whitespace, options.max_whitespace, options.escape_markers], tool)
+
+
+@lru_cache(maxsize=64)
 def text_value(avoid: tuple[str, ...]) -> Node:
     """``"\\n"`` + raw text such that the two together contain none of ``avoid``.
+
+    One node per ``avoid``, shared by every string parameter of every tool (its size estimate and guarded
+    automaton are then computed once, not once per parameter).
 
     Its regex (:func:`~toolgrammar.automaton.to_regex`) is a tempered token that tests every start
     position, the leading newline's included; the lookahead may see past the value, which changes
@@ -179,6 +194,7 @@ __all__ = [
     "MAX_SHORT_INT_DIGITS",
     "block_grammar",
     "finite_number",
+    "tail_key",
     "text_value",
     "value_node",
 ]
