@@ -314,6 +314,35 @@ def test_tools_with_one_schema_share_one_tree_and_each_is_called_as_itself(vocab
         assert refused.value.tool == name
 
 
+def test_a_long_qwen_xml_list_builds_only_the_tool_a_call_reaches(vocab, qwen3_tokenizer):
+    """qwen-xml spells the name and each parameter in markup, yet its skeleton holds no tool: 60 tools (each
+    with raw-text, enum, integer and object parameters; whole, they were over 200,000 states) compile to
+    the skeleton of two, and a call to the last builds that tool's tail only and parses strictly."""
+    props = {
+        "note": {"type": "string"},
+        "mode": {"enum": ["fast", "safe"]},
+        "count": {"type": "integer", "minimum": 1},
+        "where": {"type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"]},
+    }
+    tools = [{"name": f"tool_{i}", "parameters": {"type": "object", "properties": props, "required": ["note"]}}
+             for i in range(60)]  # fmt: skip
+    turn = compile_turn(tools, format="qwen-xml", cache=False)
+    assert turn.skeleton.key == compile_turn(tools[:2], format="qwen-xml", cache=False).skeleton.key
+    tg = TokenGrammar(turn, vocab)
+    fmt = get_format("qwen-xml")
+    text = fmt.render_call("tool_59", {"note": "a </tool_call> and\na line", "count": 3, "where": {"x": 1.5}})
+    cursor = Cursor(tg, 200)
+    for token in qwen3_tokenizer.encode(text, add_special_tokens=False):
+        assert token in set(allowed_ids(cursor.mask(), vocab.n_tokens).tolist())
+        assert cursor.advance(token), cursor.error
+    built = {turn.skeleton.dispatches[j].keys[b] for _e, j, b in tg.auto.expanded.values()}
+    # the tool called, and at most the tools whose key a token of the walk could finish (tool_5 for "tool_5")
+    assert b"tool_59>\n" in built and len(built) <= 3, built
+    parsed = parse_turn(text, turn.tools, format=fmt)
+    assert [c.name for c in parsed.tool_calls] == ["tool_59"] and parsed.errors == ()
+    assert parsed.tool_calls[0].arguments == {"note": "a </tool_call> and\na line", "count": 3, "where": {"x": 1.5}}
+
+
 # -- long arrays, built an item at a time ------------------------------------------------------------
 
 LONG_ARRAYS = [
