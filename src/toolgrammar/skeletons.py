@@ -112,8 +112,8 @@ def _read(
 ) -> tuple[DFA, tuple[tuple[int, int, int], ...]] | None:
     if entry is None:
         return None
-    dfa = _dfa(entry)
-    return dfa, _dispatch_points(dfa, n_dispatches)
+    # The stored points, which the check found equal to the automaton's own (found again, not trusted).
+    return _dfa(entry), tuple((int(p), int(e), int(j)) for p, e, j in entry["points"].tolist())
 
 
 def _dfa(entry: dict[str, np.ndarray]) -> DFA:
