@@ -54,13 +54,13 @@ from ...json_grammar import (
     number_value,
     schema_node,
 )
-from ...lazy import schema_tail_key
 from ...schema_strings import StringSchemaError, constrained_text, string_language
+from ..hermes.grammar import tail_key
 from .parser import FUNCTION_CLOSE, FUNCTION_OPEN, PARAMETER_CLOSE, PARAMETER_OPEN, VALUE_FORBIDDEN, convert_value
 
 if TYPE_CHECKING:
     from ...grammar import GrammarOptions
-    from ...tools import Tool, ToolSet
+    from ...tools import ToolSet
     from ..base import Markers
 
 MARKUP: tuple[str, ...] = (
@@ -96,16 +96,11 @@ def block_grammar(tools: ToolSet, options: GrammarOptions, markers: Markers) -> 
         body = check_size(Members(tuple(members), lit("")) if members else lit(""), tool.parameters, ctx_tool, "")
         # The name decides the rest, closing tags included (a parameter and the closer both open with "<",
         # so the tail must end where the block does): compiled when a call reaches it, once per schema.
-        branches.append((f"{tool.name}>\n", seq(body, close), tail_key(options, tool)))
+        # Its key is the JSON formats' (format, JSON whitespace, escaped markers, schema): the same inputs shape it.
+        branches.append((f"{tool.name}>\n", seq(body, close), tail_key("qwen-xml", options, tool)))
     if not branches:
         raise GrammarError("the qwen-xml block grammar needs at least one tool")
     return seq(lit(f"{markers.block_open}\n{FUNCTION_OPEN}"), dispatch(branches))
-
-
-def tail_key(options: GrammarOptions, tool: Tool) -> str:
-    """What a tool's tail depends on: the options that shape values (JSON whitespace, escaped markers), the
-    arguments schema."""
-    return schema_tail_key(["qwen-xml", options.whitespace, options.max_whitespace, options.escape_markers], tool)
 
 
 @lru_cache(maxsize=64)
@@ -194,7 +189,6 @@ __all__ = [
     "MAX_SHORT_INT_DIGITS",
     "block_grammar",
     "finite_number",
-    "tail_key",
     "text_value",
     "value_node",
 ]
