@@ -176,6 +176,28 @@ def test_policies_accept_and_reject_what_they_say():
         '<tool_call>\n{"name": "read_file", "arguments": {"path": "</tool_call>"}}\n</tool_call>'])
 
 
+def test_a_newline_after_the_last_block_may_end_the_turn():
+    """Where the separator is a newline, one may end the calls: a model that writes it and means to stop
+    is not held to another call (the embedded model does: "</tool_call>" then "\n" then end of turn). It
+    is still the separator (a block may follow), it is never two, and the parser reads no content in it."""
+    from toolgrammar.parser import parse_turn
+
+    hermes = '<tool_call>\n{"name": "run_tests", "arguments": {}}\n</tool_call>'
+    xml = "<tool_call>\n<function=run_tests>\n</function>\n</tool_call>"
+    for fmt, call in (("hermes", hermes), ("qwen-xml", xml)):
+        for options in ({}, {"tool_choice": "required"}, {"tool_choice": "run_tests", "parallel_tool_calls": False}):
+            grammar = compile_turn(SEED_TOOLS, format=fmt, reasoning="disabled", **options)
+            two = call + "\n" + call + "\n"
+            one_only = options.get("parallel_tool_calls") is False
+            check_grammar(grammar, passing=[call, call + "\n", *([] if one_only else [two])],
+                          failing=[call + "\n\n", call + " ", call + "\nok", *([two] if one_only else [])])  # fmt: skip
+        parsed = parse_turn(call + "\n", SEED_TOOLS, format=fmt)
+        assert parsed.errors == () and parsed.content is None and [c.name for c in parsed.tool_calls] == ["run_tests"]
+    # a separator that is not a newline, and text after the calls, keep their own rules
+    check_grammar(compile_turn(SEED_TOOLS, after_calls="text", reasoning="disabled"),
+                  passing=[hermes + "\n", hermes + "\nThat was it."], failing=[hermes + "\n<tool_call>"])  # fmt: skip
+
+
 def test_whitespace_is_canonical_by_default_and_bounded_when_flexible():
     tight = '<tool_call>\n{"name": "run_tests", "arguments": {"path": "a"}}\n</tool_call>'
     loose = '<tool_call>\n{ "name" : "run_tests",\n "arguments":{"path":"a"} }\n</tool_call>'

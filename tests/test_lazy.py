@@ -438,7 +438,7 @@ def test_arrays_built_an_item_at_a_time_have_the_masks_of_arrays_built_whole(voc
     prefer = _separator_first(vocab, ",")
     rng = np.random.default_rng(2026)
     items_built = 0
-    for walk_no in range(9):
+    for walk_no in range(12):
         budget = [None, 300, 90][walk_no % 3]
         walk = random_walk(whole, rng, max_tokens=budget or 400, prefer=prefer, prefer_probability=0.6)
         lazy_tg = TokenGrammar(grammar, vocab)

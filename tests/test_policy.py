@@ -282,6 +282,12 @@ def _many(block: dict[str, Any]) -> dict[str, Any]:
 
 FREE = _any("<tool_call>")
 NEWLINES = {"type": "regex", "pattern": "\\n{0,2}"}
+TRAILING = {"type": "regex", "pattern": "\\n{0,1}"}  # a newline after the last block, before the end
+
+
+def _calls(blocks: dict[str, Any]) -> dict[str, Any]:
+    """The blocks, then what may end them when the turn ends there (``after_calls="end"``)."""
+    return _seq(blocks, TRAILING)
 
 
 def _thought(begin: str) -> dict[str, Any]:
@@ -293,7 +299,11 @@ UNFINISHED = _seq({"type": "const_string", "value": "<think>"}, _any("</think>")
 PINNED = [
     pytest.param(
         {},
-        lambda b: _or(_seq(_thought("<think>"), _seq(FREE, _opt(_many(b)))), UNFINISHED, _seq(FREE, _opt(_many(b)))),
+        lambda b: _or(
+            _seq(_thought("<think>"), _seq(FREE, _opt(_calls(_many(b))))),
+            UNFINISHED,
+            _seq(FREE, _opt(_calls(_many(b)))),
+        ),
         id="auto",
     ),
     pytest.param({"tool_choice": "none"}, lambda b: _or(_seq(_thought("<think>"), FREE), UNFINISHED, FREE), id="none"),
@@ -304,12 +314,12 @@ PINNED = [
     ),
     pytest.param(
         {"tool_choice": "required", "reasoning": "disabled", "parallel_tool_calls": False},
-        lambda b: b,
+        lambda b: _calls(b),
         id="required-one-disabled",
     ),
     pytest.param(
         {"tool_choice": "required"},
-        lambda b: _or(_seq(_thought("<think>"), _seq(NEWLINES, _many(b))), _many(b)),
+        lambda b: _or(_seq(_thought("<think>"), _seq(NEWLINES, _calls(_many(b)))), _calls(_many(b))),
         id="required",
     ),
     pytest.param(
@@ -324,7 +334,7 @@ PINNED = [
     ),
     pytest.param(
         {"tool_choice": "read_file", "parallel_tool_calls": False, "reasoning": "prefilled"},
-        lambda b: _seq(_thought(""), _seq(NEWLINES, b)),
+        lambda b: _seq(_thought(""), _seq(NEWLINES, _calls(b))),
         id="named-prefilled",
     ),
 ]

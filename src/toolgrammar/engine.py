@@ -753,6 +753,8 @@ class TokenGrammar:
         self._rows_seen: dict[tuple[bytes, bool, bool], int] = {}
         self._needs: OrderedDict[int, np.ndarray] = OrderedDict()  # LRU: one byte per token each
         self._budget_masks: OrderedDict[tuple[int, int], StateMask] = OrderedDict()
+        self._closers: dict[int, np.ndarray] = {}  # state -> closing_tokens (shared by a row's states)
+        self._dist_ids = np.empty(0, dtype=np.int64)  # _dist_tokens sorted, rebuilt when the set grows
         self.n_walks = 0
         self.n_expansions = 0
 
@@ -1273,6 +1275,50 @@ class TokenGrammar:
             if len(self._budget_masks) > 4096:
                 self._budget_masks.popitem(last=False)
             return m
+
+    def closing_tokens(self, state: int) -> np.ndarray:
+        """Where the call in an open block is complete, the tokens that take ``state`` nearest to leaving
+        the block (sorted ids); elsewhere none.
+
+        Complete: optional whitespace, the format's ``call_end`` (unless written already) and its
+        ``block_close`` lead out of the block from here (after the last brace of a hermes call, not
+        inside its arguments). The tokens: of those the budget bound walks in every state (single
+        bytes, markers, JSON punctuation), the ones after which ``dist`` is least. Computed on first
+        asking and kept per state. Call :meth:`mask` for the state first: the tails its tokens reach are
+        built then; a token whose walk would reach a tail not built yet is left out."""
+        got = self._closers.get(state)
+        if got is None:
+            with self._lock:
+                rep = self._representative(state)
+                got = self._closers.get(rep)
+                if got is None:
+                    got = self._closing_tokens(rep)
+                    self._closers[rep] = got
+                self._closers[state] = got
+        return got
+
+    def _closing_tokens(self, state: int) -> np.ndarray:
+        if self.safe[state] or not self._call_complete(state):
+            return np.empty(0, dtype=np.int64)
+        if len(self._dist_ids) != len(self._dist_tokens):
+            self._dist_ids = np.array(sorted(self._dist_tokens), dtype=np.int64)
+        ids = self._dist_ids
+        nxt = self.table.walk_ids(self.transitions, state, ids, self.loops)
+        nxt[nxt == self.auto.trap] = DEAD
+        need = np.where(nxt >= 0, self.dist[np.maximum(nxt, 0)], INF)
+        best = int(need.min()) if len(need) else INF
+        if best >= INF:
+            return np.empty(0, dtype=np.int64)
+        return ids[need == best]
+
+    def _call_complete(self, state: int) -> bool:
+        fmt = self.grammar.format
+        close = fmt.markers.block_close
+        for text in {f"{space}{end}{close}" for space in ("", "\n", " ") for end in (fmt.call_end, "")}:
+            after = self._walk_text(state, np.frombuffer(text.encode(), dtype=np.uint8))
+            if after >= 0 and self.safe[after]:
+                return True
+        return False
 
     def _exact_needs(self, state: int) -> np.ndarray:
         """Each token's ``dist`` after it from ``state`` (INF where rejected)."""

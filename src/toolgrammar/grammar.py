@@ -20,7 +20,9 @@ tasks it chooses the expected tool far less often (README, "Which policy").
 opener, whether written as its single added token or spelled in pieces, starts a block. ``THINK``
 is any text without ``</think>``. Free regions are marked *safe*: a turn may be cut there by the
 token budget without leaving a block open. The block itself comes from the format
-(:meth:`~toolgrammar.formats.base.ToolCallFormat.block_grammar`).
+(:meth:`~toolgrammar.formats.base.ToolCallFormat.block_grammar`). Where the separator is a newline
+(``hermes``, ``qwen-xml``), one newline may also follow the last block before ``END``: the parser
+reads no content in it, and a model that writes it meaning to stop is not held to another call.
 
 This module imports no torch or transformers.
 """

@@ -31,9 +31,11 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from .automaton import DEAD
+from .closing import close_row, log_sum, stop_ids
 from .engine import Cursor, TokenGrammar, token_grammar
 from .errors import ProcessorError
 from .grammar import compile_turn
@@ -176,6 +178,13 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         must be the batch's, or divide it (``generate`` repeats each input row for ``num_beams`` or
         ``num_return_sequences``: each entry then covers its row's copies). A relevance gate
         (:mod:`toolgrammar.relevance`) decides it per row in ``toolgrammar compare --steer-gate pmi|question``.
+    close_on_stop : bool, default: True
+        Inside a block, where the end-of-turn tokens are masked, move their probability onto the token
+        that takes the block nearest to its close (of those, the one the model rates highest), instead
+        of spreading it over every allowed token: a model that means to stop after its call's last
+        brace closes the block and stops, rather than writing the close in pieces and calling again.
+        Every other token keeps its logit exactly; outside blocks nothing changes. See
+        :mod:`toolgrammar.closing`.
     assistant_prefix : str, default: ""
         Text the prompt already put at the start of the assistant turn, after the generation prompt
         (a harness that pre-fills the block opener, ``"<tool_call>\\n"``): the grammar continues after
@@ -203,6 +212,7 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         mode: str = "schema",
         steer_to_blocks: bool = False,
         steer_rows: Sequence[bool] | None = None,
+        close_on_stop: bool = True,
         assistant_prefix: str = "",
         **options: Any,
     ):
@@ -210,6 +220,8 @@ class ToolCallLogitsProcessor(LogitsProcessor):
             raise ProcessorError(f"max_new_tokens must be a positive int or None, got {max_new_tokens!r}")
         if not isinstance(steer_to_blocks, bool):
             raise ProcessorError(f"steer_to_blocks must be True or False, got {steer_to_blocks!r}")
+        if not isinstance(close_on_stop, bool):
+            raise ProcessorError(f"close_on_stop must be True or False, got {close_on_stop!r}")
         if not isinstance(assistant_prefix, str):
             raise ProcessorError(f"assistant_prefix must be a string, got {type(assistant_prefix).__name__}")
         self.vocab = vocabulary_of(tokenizer)
@@ -240,6 +252,10 @@ class ToolCallLogitsProcessor(LogitsProcessor):
             openers = call_openers(self.vocab, self.turn_grammar.format.markers.block_open)
             self._call_points = CallPoints(self.grammar, openers)
         self.steer_rows = steer_rows
+        self.close_on_stop = close_on_stop
+        self._stop_ids = stop_ids(self.vocab) if close_on_stop else None
+        self.stop_closes = 0
+        """Blocks closed by a closer that a stop, more likely than not, chose (``close_on_stop``; for reports)."""
         self._applier = MaskApplier()
         self._guard = threading.Lock()
         self.steered_steps = 0
@@ -307,6 +323,8 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         self.cursors: list[Cursor] = []
         self._fresh: list[bool] = []  # per row: at a call point (steering only)
         self._steer_allowed: list[bool] = []  # per row: steer_rows as this generation read it
+        self._closing: list[float] = []  # per row: the closing probability carried (close_on_stop)
+        self._pending: list[tuple[int, float] | None] = []  # per row: this step's closer, q if it is taken
         self._prev_ids: torch.Tensor | None = None
         self._prev_host: Any = None  # the host path's numpy view of the last input (see _call_host_row)
         self._watch_overrun = False  # see _check_overrun
@@ -326,6 +344,8 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         self._steer_allowed = self._allowed_rows(rows) if points is not None else [False] * rows
         initial = points.initial(self._start_state) if points is not None else False
         self._fresh = [initial and allowed for allowed in self._steer_allowed]
+        self._closing = [0.0] * rows
+        self._pending = [None] * rows
         self.prompt_length = input_ids.shape[1]
         self._check_budget()
 
@@ -411,7 +431,18 @@ class ToolCallLogitsProcessor(LogitsProcessor):
     def _advance(self, row: int, token: int) -> None:
         cursor = self.cursors[row]
         before = cursor.state
+        was_in_block = cursor.in_block
         cursor.advance(token)
+        pending = self._pending[row]
+        self._closing[row] = 0.0  # a decision lasts only while the row takes the close it was given
+        if pending is not None:
+            self._pending[row] = None
+            taken = pending[1] if token == pending[0] else 0.0
+            in_block = cursor.in_block
+            if in_block:
+                self._closing[row] = taken
+            elif was_in_block and taken >= 0.5 and cursor.error is None:
+                self.stop_closes += 1
         points = self._call_points
         if points is not None:
             allowed = self._steer_allowed[row]
@@ -456,15 +487,17 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         Returns False when some row extends no previous row (then this is a new generation).
         """
         index = {tuple(row): i for i, row in enumerate(prev[:, self.prompt_length :].tolist())}
-        new, fresh, allowed = [], [], []
+        parents = []
         for row in input_ids[:, self.prompt_length : -1].tolist():
             parent = index.get(tuple(row))
             if parent is None:
                 return False
-            new.append(self.cursors[parent].fork())
-            fresh.append(self._fresh[parent])
-            allowed.append(self._steer_allowed[parent])
-        self.cursors, self._fresh, self._steer_allowed = new, fresh, allowed
+            parents.append(parent)
+        self.cursors = [self.cursors[p].fork() for p in parents]
+        self._fresh = [self._fresh[p] for p in parents]
+        self._steer_allowed = [self._steer_allowed[p] for p in parents]
+        self._closing = [self._closing[p] for p in parents]
+        self._pending = [self._pending[p] for p in parents]
         return True
 
     # -- masking -----------------------------------------------------------------------------
@@ -509,12 +542,35 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         rows = [r for r, m in enumerate(masks) if m is not None]
         if len(rows) < len(masks) and width > n_tokens:
             scores[:, n_tokens:] = -float("inf")  # finished rows too: padding columns are never text
+        close, closers = self._closers(rows)
+        stop = self._applier.stop_logits(scores, close, self._stop_ids) if close else None
         self._applier.apply(scores, rows, [masks[r] for r in rows], n_tokens)
+        if stop is not None:
+            got = self._applier.close(scores, close, stop, closers, [self._closing[r] for r in close])
+            for r, pending in zip(close, got, strict=True):
+                self._pending[r] = pending
         if self._call_points is not None:
             steer = [r for r in rows if self._fresh[r]]
             if steer:
                 self.steered_steps += self._applier.steer(scores, steer, self._call_points.openers)
         return scores
+
+    def _closers(self, rows: Sequence[int]) -> tuple[list[int], list[np.ndarray]]:
+        """The rows (of ``rows``, masked this step) where a stop goes to a close, and each one's closing tokens.
+
+        Looked up before masking (the stop is read from the raw logits); a row inside a block whose call is
+        not complete has none, and most steps in a block are such steps: they read nothing more."""
+        if self._stop_ids is None:
+            return [], []
+        close, closers = [], []
+        for r in rows:
+            cursor = self.cursors[r]
+            if cursor.in_block:
+                ids = self.grammar.closing_tokens(cursor.state)
+                if len(ids):
+                    close.append(r)
+                    closers.append(ids)
+        return close, closers
 
     def _call_host_row(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor | None:
         """One row on the host, through numpy views: about a third of the torch path's per-step cost.
@@ -537,8 +593,13 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         self._prev_host = ids
         if self._watch_overrun:
             self._check_overrun()
-        mask = self.cursors[0].mask()
+        cursor = self.cursors[0]
+        mask = cursor.mask()
+        close, closers = self._closers([0] if mask is not None else [])
+        stop = log_sum(sc[0, self._stop_ids]) if close else None
         self._applier.apply_host_row(sc[0], mask, n_tokens)
+        if stop is not None:
+            self._pending[0] = close_row(sc[0], stop, closers[0], self._closing[0])
         if mask is not None and self._call_points is not None and self._fresh[0]:
             self.steered_steps += steer_row(sc[0], self._call_points.openers)
         return scores

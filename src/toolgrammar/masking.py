@@ -12,12 +12,14 @@ floors of ``bench/anchors.py``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
+from .closing import NEGLIGIBLE, choose, pooled
 from .engine import StateMask
 from .steering import CallOpeners
 
@@ -29,8 +31,18 @@ class MaskApplier:
 
     def __init__(self) -> None:
         self._ids: dict[tuple[int, Any], torch.Tensor] = {}
-        self._keep: dict[int, StateMask] = {}  # keeps each array alive, so its id() is never reused
+        self._keep: dict[int, object] = {}  # keeps each array alive, so its id() is never reused
         self._with_padding: dict[tuple[int, int], np.ndarray] = {}
+
+    def const(self, arr: np.ndarray, device: torch.device) -> torch.Tensor:
+        """``arr`` (an id array the caller keeps, e.g. a grammar's closing tokens) on ``device``, sent once."""
+        key = (id(arr), device)
+        t = self._ids.get(key)
+        if t is None:
+            t = torch.from_numpy(arr).to(device)
+            self._ids[key] = t
+            self._keep[id(arr)] = arr
+        return t
 
     def ids(self, mask: StateMask, arr: Any, device: torch.device) -> torch.Tensor:
         key = (id(arr), device)
@@ -133,7 +145,7 @@ class MaskApplier:
         if pooled_ids is None:
             pooled_ids = torch.from_numpy(openers.steered).to(device)
             self._ids[key] = pooled_ids
-            self._keep[id(openers)] = openers  # type: ignore[assignment]
+            self._keep[id(openers)] = openers
         index = torch.tensor(list(rows), device=device)
         pooled = logits.index_select(0, index).index_select(1, pooled_ids)
         opener_live = pooled[:, 0] > NEG_INF
@@ -146,3 +158,66 @@ class MaskApplier:
         logits[index, openers.block_opener] = total
         logits[index.unsqueeze(1), pooled_ids[1:].unsqueeze(0)] = NEG_INF
         return len(index)
+
+    def stop_logits(self, logits: torch.Tensor, rows: Sequence[int], ids: np.ndarray) -> torch.Tensor:
+        """Per row of ``rows``: the log-sum-exp of its logits at ``ids`` (the stop tokens), before masking (float64)."""
+        device = logits.device
+        index = torch.tensor(list(rows), device=device)
+        picked = logits.index_select(0, index).index_select(1, self.const(ids, device))
+        return torch.logsumexp(picked.double(), dim=1)
+
+    def close(
+        self,
+        logits: torch.Tensor,
+        rows: Sequence[int],
+        stops: torch.Tensor,
+        closers: Sequence[np.ndarray],
+        closing: Sequence[float],
+    ) -> list[tuple[int, float] | None]:
+        """:func:`toolgrammar.closing.close_row` on masked rows ``rows`` of ``logits`` (in place).
+
+        ``stops``: :meth:`stop_logits` of those rows before masking; ``closing``: each row's carried
+        closing probability. One gather and one write for the batch, with one read to the host (two
+        where some row carries a decision: its masked row's log-sum-exp). Returns per row what
+        ``close_row`` returns.
+        """
+        out: list[tuple[int, float] | None] = [None] * len(rows)
+        live = [i for i, ids in enumerate(closers) if len(ids)]
+        if not live:
+            return out
+        device = logits.device
+        width = logits.shape[1]
+        flat_ids = torch.cat([self.const(closers[i], device) + rows[i] * width for i in live])
+        values = logits.reshape(-1).index_select(0, flat_ids) if logits.is_contiguous() else None
+        if values is None:  # a view: one gather per row
+            values = torch.cat([logits[rows[i]].index_select(0, self.const(closers[i], device)) for i in live])
+        host = torch.cat([values.double(), stops.to(device).double()]).tolist()
+        found, stop_at = host[: len(values)], host[len(values) :]
+        carried = [i for i in live if closing[i] > 0.0]
+        allowed: dict[int, float] = {}
+        if carried:
+            index = torch.tensor([rows[i] for i in carried], device=device)
+            sums = torch.logsumexp(logits.index_select(0, index).double(), dim=1).tolist()
+            allowed = dict(zip(carried, sums, strict=True))
+        write_rows: list[int] = []
+        write_ids: list[int] = []
+        write_values: list[float] = []
+        offset = 0
+        for i in live:
+            n = len(closers[i])
+            mine = found[offset : offset + n]
+            offset += n
+            best = choose(np.array(mine), stop_at[i], closing[i])
+            if best is None:
+                continue
+            new, taken = pooled(mine[best], stop_at[i], closing[i], allowed.get(i, -math.inf))
+            token = int(closers[i][best])
+            write_rows.append(rows[i])
+            write_ids.append(token)
+            write_values.append(new)
+            out[i] = (token, taken if taken >= NEGLIGIBLE else 0.0)
+        if write_rows:
+            logits[torch.tensor(write_rows, device=device), torch.tensor(write_ids, device=device)] = torch.tensor(
+                write_values, dtype=logits.dtype, device=device
+            )
+        return out

@@ -235,6 +235,11 @@ def turn_policy(tools: ToolSet, options: GrammarOptions, fmt: ToolCallFormat) ->
             parallel=options.parallel_tool_calls and not fmt.block_holds_calls,
         )
         after: tuple[Part, ...] = (end,) if options.after_calls == "end" else (free(safe=True), end)
+        if options.after_calls == "end" and m.call_separator == "\n" and not fmt.block_holds_calls:
+            # A newline may end the calls too: the parser reads no content in it, and where the newline is
+            # the separator, a model that writes one after its last block and means to stop would otherwise
+            # be held to one more call.
+            after = (Newlines(0, 1), end)
         calls = Sequence((blocks, *after))
         if choice == "auto":
             content = Sequence((free(safe=True, first=True), OneOf((calls, end))))

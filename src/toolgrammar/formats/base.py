@@ -80,6 +80,11 @@ class ToolCallFormat(ABC):
     """Whether a block is a *section* that holds every call of the turn (DeepSeek, Kimi): the block
     grammar repeats calls itself (under ``parallel_tool_calls``), the turn has at most one block, and
     the block reader's ``check`` returns one :class:`~toolgrammar.turn.Block` per call."""
+    call_end: ClassVar[str] = ""
+    """What the format writes after a call's last argument and before the block's close marker, beyond
+    whitespace (qwen-xml's ``</function>\\n``). Where this, then ``block_close``, leads out of the block,
+    the call is complete: only there is a stop the model wants moved onto the close
+    (:mod:`toolgrammar.closing`)."""
     parse_modes: ClassVar[tuple[str, ...]] = ("strict",)
     """The block-reading modes this format has (``strict`` first: every format has it)."""
     canitoolcall_families: ClassVar[dict[str, str]] = {}

@@ -62,6 +62,7 @@ class QwenXmlFormat(ToolCallFormat):
 
     name: ClassVar[str] = "qwen-xml"
     markers: ClassVar[Markers] = markers_of(__name__)
+    call_end: ClassVar[str] = "</function>\n"
     parse_modes: ClassVar[tuple[str, ...]] = ("strict", "lenient")
     canitoolcall_families: ClassVar[dict[str, str]] = {"qwen3-xml": "lenient"}
     """CanIToolCall's qwen3-xml fixtures expect what servers recover (a bare ``<function=``...)."""
