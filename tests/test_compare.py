@@ -592,3 +592,33 @@ def test_the_call_inside_a_truncated_block_is_judged_too(tmp_path):
     assert free["expected_tool_any_shape_hits"] == 1 and free["expected_arguments_any_shape_hits"] == 1
     rows = {metric.strip(): (a, b) for metric, a, b in summary_rows(report.summary)}
     assert rows["truncated blocks, inside: unknown-tool"] == ("1", "0")
+
+
+def test_close_on_stop_is_on_by_default_and_the_flag_turns_it_off(tmp_path, monkeypatch):
+    """``--no-close-on-stop`` reaches the constrained side's processor; the report says which; a directory
+    written without the option (the default) resumes, one written with it off does not resume with it on."""
+    pytest.importorskip("torch")
+    from toolgrammar.compare import generation
+
+    built = []
+    real = generation.HFGenerator.processor.fget
+
+    def spy(self):
+        processor = real(self)
+        built.append(processor.close_on_stop)
+        return processor
+
+    monkeypatch.setattr(generation.HFGenerator, "processor", property(spy))
+    options = ["--model", "tiny-random", "--limit", "1", "--max-new-tokens", "8", "--temperature", "1.0"]
+    for flag, out in (([], "on"), (["--no-close-on-stop"], "off")):
+        assert _cli([*options, *flag, "--out", str(tmp_path / out)]) in (0, 1)
+    assert built and set(built[: len(built) // 2]) == {True} and set(built[len(built) // 2 :]) == {False}
+    assert "goes to its close" in (tmp_path / "on" / "report.md").read_text()
+    assert "--no-close-on-stop" in (tmp_path / "off" / "report.md").read_text()
+    assert "close_on_stop" not in json.loads((tmp_path / "on" / "config.json").read_text())["config"]
+    assert json.loads((tmp_path / "off" / "config.json").read_text())["config"]["close_on_stop"] is False
+    config = _config(tmp_path / "resume", limit=2, seeds=(0,), close_on_stop=False)
+    run_compare(config, generator=Scripted(seed_like_script))
+    again = _config(tmp_path / "resume", limit=2, seeds=(0,), resume=True)
+    with pytest.raises(CompareError, match="differs in: close_on_stop"):
+        run_compare(again, generator=Scripted(seed_like_script))

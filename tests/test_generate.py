@@ -113,6 +113,29 @@ def test_required_with_a_small_budget_makes_a_valid_call_within_it(model, tokeni
     assert turn.prompt == expected and expected.rstrip().endswith("</think>")
 
 
+@pytest.mark.parametrize("close", [True, False])
+def test_close_on_stop_is_a_processor_option_not_a_generate_one(model, tokenizer, close, monkeypatch):
+    """``close_on_stop`` goes to the processor (a ``generate`` keyword would be refused by transformers)."""
+    from toolgrammar import hf_generate
+
+    seen = []
+    real = hf_generate.ToolCallLogitsProcessor
+
+    def spy(*args, **kwargs):
+        processor = real(*args, **kwargs)
+        seen.append(processor.close_on_stop)
+        return processor
+
+    monkeypatch.setattr(hf_generate, "ToolCallLogitsProcessor", spy)
+    torch.manual_seed(3)
+    turn = generate_turn(
+        model, tokenizer, MESSAGES, SEED_TOOLS, max_new_tokens=32, tool_choice="required", close_on_stop=close,
+        chat_template_kwargs=NO_THINKING, do_sample=True, top_k=0,
+    )  # fmt: skip
+    check_turn(turn, tokenizer, 32)
+    assert seen == [close]
+
+
 def test_named_tool_calls_exactly_that_tool(model, tokenizer):
     torch.manual_seed(1)
     turn = generate_turn(

@@ -114,6 +114,14 @@ def compare_command(
             "of fenced/bare JSON openers onto the block opener. The free side is never steered.",
         ),
     ] = True,
+    close_on_stop: Annotated[
+        bool,
+        typer.Option(
+            "--close-on-stop/--no-close-on-stop",
+            help="Constrained side: where the model wants to stop inside a block whose call is complete, move "
+            "its stop onto the block's close (masking alone spreads it over the allowed tokens).",
+        ),
+    ] = True,
     steer_gate: Annotated[
         str,
         typer.Option(
@@ -199,6 +207,7 @@ def compare_command(
         tool_choice=tool_choice,
         prose_first=prose_first,
         steer_to_blocks=steer_to_blocks,
+        close_on_stop=close_on_stop,
         steer_gate=steer_gate,
         parallel_tool_calls=parallel_tool_calls,
         reasoning=reasoning,

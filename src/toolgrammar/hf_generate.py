@@ -93,6 +93,7 @@ def generate_turn(
     mode: str = "schema",
     reasoning: Reasoning | None = None,
     steer_to_blocks: bool = False,
+    close_on_stop: bool = True,
     assistant_prefix: str = "",
     chat_template_kwargs: Mapping[str, Any] | None = None,
     **kwargs: Any,
@@ -116,7 +117,7 @@ def generate_turn(
         before anything is rendered or generated.
     max_new_tokens :
         The one budget of the turn.
-    tool_choice, parallel_tool_calls, format, steer_to_blocks, assistant_prefix :
+    tool_choice, parallel_tool_calls, format, steer_to_blocks, close_on_stop, assistant_prefix :
         As for :class:`~toolgrammar.hf.ToolCallLogitsProcessor`; the parse uses the same ``format``.
         ``assistant_prefix`` is also appended to the rendered prompt, and starts :attr:`GeneratedTurn.text`.
     mode :
@@ -158,6 +159,7 @@ def generate_turn(
         mode=mode,
         reasoning=reasoning,
         steer_to_blocks=steer_to_blocks,
+        close_on_stop=close_on_stop,
         assistant_prefix=assistant_prefix,
         chat_template_kwargs=chat_template_kwargs,
         **kwargs,
@@ -177,6 +179,7 @@ def generate_turns(
     mode: str = "schema",
     reasoning: Reasoning | None = None,
     steer_to_blocks: bool = False,
+    close_on_stop: bool = True,
     assistant_prefix: str = "",
     chat_template_kwargs: Mapping[str, Any] | None = None,
     **kwargs: Any,
@@ -270,6 +273,7 @@ def generate_turns(
         max_new_tokens=max_new_tokens,
         mode=mode,
         steer_to_blocks=steer_to_blocks,
+        close_on_stop=close_on_stop,
         assistant_prefix=assistant_prefix,
         format=format,
         tool_choice=tool_choice,

@@ -171,6 +171,9 @@ class CompareConfig:
     steer_to_blocks: bool = True
     """Constrained side: move the probability of other call shapes' openers onto the block opener at
     call points (:mod:`toolgrammar.steering`). The free side is never steered."""
+    close_on_stop: bool = True
+    """Constrained side: where the model wants to stop inside a block whose call is complete, its stop
+    goes to the block's close (:mod:`toolgrammar.closing`)."""
     steer_gate: str = "none"
     """Constrained side, with ``steer_to_blocks``: which runs steering may act on. ``none``: every run;
     ``pmi``: only runs whose last user message the tools' descriptions make more likely (the model's

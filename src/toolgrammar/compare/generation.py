@@ -105,6 +105,7 @@ class HFGenerator:
                 max_new_tokens=self.config.max_new_tokens,
                 mode=self.config.mode,
                 steer_to_blocks=self.config.steer_to_blocks,
+                close_on_stop=self.config.close_on_stop,
                 assistant_prefix=assistant_opening(self.config, self.tools),
                 **self.config.grammar_options(),
             )

@@ -344,6 +344,17 @@ def _markdown(report: Report) -> str:
 
 
 def _policy_sentence(cfg: Mapping[str, Any]) -> str:
+    closing = (
+        "; a stop where a block's call is complete goes to its close"
+        if cfg.get("close_on_stop", True)
+        else "; a stop inside a block is masked like any other token (`--no-close-on-stop`)"
+    )
+    if cfg["tool_choice"] == "none":
+        return "`none`: no block"
+    return _policy_text(cfg) + closing
+
+
+def _policy_text(cfg: Mapping[str, Any]) -> str:
     choice = cfg["tool_choice"]
     if choice == "auto":
         text = "`auto`: free text stays free; a block, when opened, is valid and closes in time"

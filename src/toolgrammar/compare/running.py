@@ -291,8 +291,10 @@ def run_compare(
         "config": {
             k: v
             for k, v in config.to_dict().items()
-            if k not in ("out", "resume", "progress") and not (k == "steer_gate" and v == "none")
-        },  # steer_gate only when set: a directory written before the option existed still resumes
+            if k not in ("out", "resume", "progress")
+            and not (k == "steer_gate" and v == "none")
+            and not (k == "close_on_stop" and v is True)
+        },  # steer_gate and close_on_stop only when not the default: a directory written before the option resumes
         "tools_fingerprint": tools.fingerprint,
         "tasks_sha256": _sha256_file(tasks_file),
         "task_ids": [t.id for t in tasks],
