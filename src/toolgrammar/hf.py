@@ -179,12 +179,13 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         ``num_return_sequences``: each entry then covers its row's copies). A relevance gate
         (:mod:`toolgrammar.relevance`) decides it per row in ``toolgrammar compare --steer-gate pmi|question``.
     close_on_stop : bool, default: True
-        Inside a block, where the end-of-turn tokens are masked, move their probability onto the token
-        that takes the block nearest to its close (of those, the one the model rates highest), instead
-        of spreading it over every allowed token: a model that means to stop after its call's last
-        brace closes the block and stops, rather than writing the close in pieces and calling again.
-        Every other token keeps its logit exactly; outside blocks nothing changes. See
-        :mod:`toolgrammar.closing`.
+        Inside a block whose call is complete (after a hermes call's last brace; never inside its
+        arguments), where the end-of-turn tokens are masked, move their probability onto the token
+        that takes the block nearest to its close (of those, the one the model rates highest), and carry
+        that decision while the row takes the close, instead of spreading the stop over every allowed
+        token: a model that means to stop after its call closes the block and stops, rather than writing
+        the close in pieces and calling again. Every other token keeps its logit exactly and the mask is
+        unchanged; outside blocks nothing changes. See :mod:`toolgrammar.closing`.
     assistant_prefix : str, default: ""
         Text the prompt already put at the start of the assistant turn, after the generation prompt
         (a harness that pre-fills the block opener, ``"<tool_call>\\n"``): the grammar continues after
