@@ -432,17 +432,15 @@ class ToolCallLogitsProcessor(LogitsProcessor):
     def _advance(self, row: int, token: int) -> None:
         cursor = self.cursors[row]
         before = cursor.state
-        was_in_block = cursor.in_block
         cursor.advance(token)
         pending = self._pending[row]
         self._closing[row] = 0.0  # a decision lasts only while the row takes the close it was given
-        if pending is not None:
+        if pending is not None:  # set only for a row in a block, so leaving the block closed it
             self._pending[row] = None
             taken = pending[1] if token == pending[0] else 0.0
-            in_block = cursor.in_block
-            if in_block:
+            if cursor.in_block:
                 self._closing[row] = taken
-            elif was_in_block and taken >= 0.5 and cursor.error is None:
+            elif taken >= 0.5 and cursor.error is None:
                 self.stop_closes += 1
         points = self._call_points
         if points is not None:

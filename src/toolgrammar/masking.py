@@ -35,22 +35,13 @@ class MaskApplier:
         self._with_padding: dict[tuple[int, int], np.ndarray] = {}
 
     def const(self, arr: np.ndarray, device: torch.device) -> torch.Tensor:
-        """``arr`` (an id array the caller keeps, e.g. a grammar's closing tokens) on ``device``, sent once."""
+        """``arr`` (an id array: a mask's, a grammar's closing tokens) on ``device``, sent once and kept."""
         key = (id(arr), device)
         t = self._ids.get(key)
         if t is None:
             t = torch.from_numpy(arr).to(device)
             self._ids[key] = t
             self._keep[id(arr)] = arr
-        return t
-
-    def ids(self, mask: StateMask, arr: Any, device: torch.device) -> torch.Tensor:
-        key = (id(arr), device)
-        t = self._ids.get(key)
-        if t is None:
-            t = torch.from_numpy(arr).to(device)
-            self._ids[key] = t
-            self._keep[id(arr)] = mask
         return t
 
     def apply(self, logits: torch.Tensor, rows: Sequence[int], masks: Sequence[StateMask], n_tokens: int) -> None:
@@ -80,9 +71,9 @@ class MaskApplier:
             if m.all_allowed:
                 continue
             if m.banned is not None:
-                banned.append(self.ids(m, m.banned, device) + r * width)
+                banned.append(self.const(m.banned, device) + r * width)
             else:
-                allowed.append(self.ids(m, m.allowed, device) + r * width)
+                allowed.append(self.const(m.allowed, device) + r * width)
                 allowed_rows.append(r)
         if banned:
             flat.index_fill_(0, banned[0] if len(banned) == 1 else torch.cat(banned), NEG_INF)
@@ -97,9 +88,9 @@ class MaskApplier:
         if m.all_allowed:
             return
         if m.banned is not None:
-            row.index_fill_(0, self.ids(m, m.banned, row.device), NEG_INF)
+            row.index_fill_(0, self.const(m.banned, row.device), NEG_INF)
         else:
-            ids = self.ids(m, m.allowed, row.device)
+            ids = self.const(m.allowed, row.device)
             kept = row.index_select(0, ids)
             row.fill_(NEG_INF)
             row.index_copy_(0, ids, kept)

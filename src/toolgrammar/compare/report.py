@@ -363,8 +363,6 @@ def _policy_text(cfg: Mapping[str, Any]) -> str:
             if cfg.get("steer_gate", "none") != "none":
                 text += f", only {describe_gate(cfg['steer_gate'])} (relevance gate)"
         return text
-    if choice == "none":
-        return "`none`: no block"
     if choice == "required" and cfg.get("prose_first"):
         return "`required`, prose first: free text, then at least one block (the budget forces it at the end)"
     what = (
