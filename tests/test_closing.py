@@ -144,7 +144,7 @@ def test_a_stop_after_the_last_brace_closes_the_block(tokenizer, rows):
         assert np.array_equal(b[r].numpy()[others], plain_b[r].numpy()[others])  # bit for bit
     assert proc.stop_closes == 0  # counted when the close is taken, on the next step
     proc(torch.cat([step2, torch.full((rows, 1), close)], dim=1), torch.randn(rows, N_COLUMNS, generator=gen))
-    assert proc.stop_closes == rows
+    assert proc.stop_closes == rows and proc.row_stop_closes == [1] * rows
 
 
 def test_pooled_is_the_mixture_of_closing_and_not():

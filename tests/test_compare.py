@@ -3,6 +3,7 @@ resume after an interruption, and bad input refused before any generation."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -197,6 +198,32 @@ def test_valid_calls_run_in_the_sandbox_and_results_go_back(tmp_path):
         assert run["stop"] == "no-call" and run["n_turns"] == 2
         assert run["turns"][0]["tool_results"] == tool_messages  # the same in both modes: no temp paths
     assert "toolgrammar-sandbox-" not in tool_messages[0]
+
+
+class ClosingScripted(Scripted):
+    """Reports one stop-decided close for each constrained row that wrote a block, as the processor would."""
+
+    def generate(self, prompts, *, constrained, seed, on_step=None):
+        out = super().generate(prompts, constrained=constrained, seed=seed, on_step=on_step)
+        if not constrained:
+            return out
+        return [dataclasses.replace(g, stop_closes=g.text.count("</tool_call>")) for g in out]
+
+
+def test_blocks_closed_where_the_model_stopped_are_counted_per_run_and_reported(tmp_path):
+    report = run_compare(_config(tmp_path, turns=2), generator=ClosingScripted(seed_like_script))
+    per_run = [r["constrained"]["stop_closes"] for r in report.runs]
+    blocks = [r["constrained"]["blocks"] for r in report.runs]
+    assert per_run == blocks and sum(blocks) > 0
+    assert [r["free"]["stop_closes"] for r in report.runs] == [0] * len(report.runs)
+    assert report.summary["modes"]["constrained"]["stop_closes"] == sum(blocks)
+    assert report.summary["modes"]["free"]["stop_closes"] == 0
+    row = next(
+        line
+        for line in (tmp_path / "out" / "report.md").read_text().splitlines()
+        if "closed where the model stopped" in line
+    )
+    assert row.replace(" ", "").endswith(f"|0|{sum(blocks)}|"), row
 
 
 def test_a_leak_in_the_constrained_run_is_reported_loudly(tmp_path):

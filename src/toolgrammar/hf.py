@@ -326,12 +326,18 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         self._steer_allowed: list[bool] = []  # per row: steer_rows as this generation read it
         self._closing: list[float] = []  # per row: the closing probability carried (close_on_stop)
         self._pending: list[tuple[int, float] | None] = []  # per row: this step's closer, q if it is taken
+        self._row_stop_closes: list[int] = []
         self._prev_ids: torch.Tensor | None = None
         self._prev_host: Any = None  # the host path's numpy view of the last input (see _call_host_row)
         self._watch_overrun = False  # see _check_overrun
         self.prompt_length = 0
         self.generate_budget: int | None = None
         """The current generation's budget of new tokens as read from ``generate`` (``None``: unknown)."""
+
+    @property
+    def row_stop_closes(self) -> list[int]:
+        """Per row of the current generation: the blocks :attr:`stop_closes` counts (``close_on_stop``)."""
+        return list(self._row_stop_closes)
 
     @property
     def errors(self) -> list[str | None]:
@@ -347,6 +353,7 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         self._fresh = [initial and allowed for allowed in self._steer_allowed]
         self._closing = [0.0] * rows
         self._pending = [None] * rows
+        self._row_stop_closes = [0] * rows
         self.prompt_length = input_ids.shape[1]
         self._check_budget()
 
@@ -442,6 +449,7 @@ class ToolCallLogitsProcessor(LogitsProcessor):
                 self._closing[row] = taken
             elif taken >= 0.5 and cursor.error is None:
                 self.stop_closes += 1
+                self._row_stop_closes[row] += 1
         points = self._call_points
         if points is not None:
             allowed = self._steer_allowed[row]
@@ -497,6 +505,7 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         self._steer_allowed = [self._steer_allowed[p] for p in parents]
         self._closing = [self._closing[p] for p in parents]
         self._pending = [self._pending[p] for p in parents]
+        self._row_stop_closes = [self._row_stop_closes[p] for p in parents]
         return True
 
     # -- masking -----------------------------------------------------------------------------

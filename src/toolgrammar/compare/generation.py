@@ -28,6 +28,8 @@ class Generation:
     """``stop``: the model ended the turn; ``length``: it hit ``max_new_tokens``."""
     processor_error: str | None = None
     """Constrained rows: why the row left the grammar, when it did (always a bug)."""
+    stop_closes: int = 0
+    """Constrained rows: blocks closed where the model meant to stop (``close_on_stop``)."""
 
 
 class Generator(Protocol):
@@ -232,6 +234,7 @@ class HFGenerator:
             )
         new = out[:, width:].tolist()
         errors = list(inner.errors) if inner is not None else [None] * len(new)
+        closes = list(inner.row_stop_closes) if inner is not None else [0] * len(new)
         eos = set(self.eos_ids)
         results = []
         for row, ids in enumerate(new):
@@ -244,6 +247,7 @@ class HFGenerator:
                     tokens=len(kept) + (end is not None),
                     finish="length" if end is None else "stop",
                     processor_error=errors[row] if row < len(errors) else None,
+                    stop_closes=closes[row] if row < len(closes) else 0,
                 )
             )
         return results

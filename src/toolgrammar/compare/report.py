@@ -102,6 +102,7 @@ def summarize_side(
         "intended_errors": sum(intended_kinds.values()),
         "intended_error_kinds": {k: intended_kinds[k] for k in INTENDED_ERROR_KINDS if intended_kinds[k]},
         "processor_errors": sum(len(r["processor_errors"]) for r in records),
+        "stop_closes": sum(r.get("stop_closes", 0) for r in records),
         "other_shape_calls": {"fenced": shapes["fenced"], "bare": shapes["bare"]},
         "other_shape_inner_kinds": {k: inner[k] for k in ERROR_KINDS if inner[k]},
         "other_shape_valid_inside": sum(c["error"] is None for c in others),
@@ -235,6 +236,7 @@ def summary_rows(summary: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         ("tool-call blocks", *both("blocks")),
         ("invalid blocks (constrained: must be 0)", *both("errors")),
         ("rows that left the grammar", *both("processor_errors")),
+        ("blocks closed where the model stopped (close_on_stop)", *both("stop_closes")),
         (
             f"expected tool, valid call (of {f['expected_tool_tasks']} runs)",
             *pair("expected_tool_hits", "expected_tool_rate"),

@@ -120,6 +120,7 @@ def _run_mode(
                     "batch_seconds": seconds,
                     **judged,
                     "processor_error": output.processor_error,
+                    "stop_closes": output.stop_closes,
                 }
                 conversation.turns.append(record)
                 if not parse.blocks:
