@@ -440,6 +440,85 @@ def test_budget_comes_from_max_tokens_and_the_context_left() -> None:
     assert proc.rows[1].cursor.max_tokens == 40
 
 
+@pytest.mark.parametrize("rows", [1, 3], ids=["host-row", "batched"])
+def test_a_stop_after_the_last_brace_closes_the_block_as_in_transformers(rows: int) -> None:
+    """close_on_stop in route 2 gives, step for step, the transformers processor's logits bit for bit.
+
+    Step 1: after ``}}`` (only the newline allowed) the model wants to stop; step 2 it prefers ``<``, the
+    close in pieces. The stop decided at step 1 closes the block at step 2; with ``close_on_stop: false``
+    in the spec ``<`` wins. A plain request in the batch is untouched throughout."""
+    import torch
+    from vllm import SamplingParams
+
+    from toolgrammar.hf import ToolCallLogitsProcessor
+    from toolgrammar.vocab import load_qwen3_tokenizer
+
+    tokenizer = load_qwen3_tokenizer()
+    call = '<tool_call>\n{"name": "read_file", "arguments": {"path": "a.txt"}}'
+    eos = [tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
+    newline, less, close = (tokenizer.convert_tokens_to_ids(t) for t in ("\u010a", "<", "</tool_call>"))
+    gen = torch.Generator().manual_seed(3)
+    first = torch.randn(rows, 151_936, generator=gen)
+    first[:, eos[0]] = 12.0
+    first[:, newline] = 4.0
+    second = torch.randn(rows, 151_936, generator=gen)
+    second[:, less] = 9.0
+    second[:, close] = 2.0
+    second[:, eos] = torch.tensor([-1.0, 0.5])
+    third = torch.randn(rows, 151_936, generator=gen)
+    written = tokenizer.encode(call, add_special_tokens=False)
+    steps = ((first, []), (second, [newline]), (third, [close]))
+
+    def through_vllm(on: bool) -> tuple[list[torch.Tensor], Any]:
+        proc = _processor()
+        outs: list[list[int]] = [list(written) for _ in range(rows)]
+        plain_out: list[int] = []
+        params = _params(64, tool_choice="auto", reasoning="disabled", **({} if on else {"close_on_stop": False}))
+        added = [(r, params, [1, 2, 3], outs[r]) for r in range(rows)]
+        proc.update_state(_update(rows + 1, added=[*added, (rows, SamplingParams(max_tokens=64), [1], plain_out)]))
+        got = []
+        for logits, new in steps:
+            for out in outs:
+                out.extend(new)
+            plain_out.extend(new)
+            batch = torch.cat([logits, logits[:1]]) if rows > 1 else logits.clone()
+            plain = batch[-1].clone()
+            proc.apply(batch)
+            if rows > 1:
+                assert torch.equal(batch[-1], plain), "the plain request's row was changed"
+            got.append(batch[:rows].clone())
+        return got, proc
+
+    on, proc = through_vllm(True)
+    off, _ = through_vllm(False)
+    assert (on[0].argmax(1) == newline).all() and (off[0].argmax(1) == newline).all()
+    assert (on[1].argmax(1) == close).all() and (off[1].argmax(1) == less).all()
+    assert proc.stats()["stop_closes"] == rows
+
+    hf = ToolCallLogitsProcessor(tokenizer, _tools(), max_new_tokens=64, reasoning="disabled", assistant_prefix=call)
+    prompt = torch.tensor([[1, 2, 3, *written]] * rows)
+    for (logits, new), mine in zip(steps, on, strict=True):
+        prompt = torch.cat([prompt, torch.tensor([new] * rows)], dim=1) if new else prompt
+        assert torch.equal(hf(prompt, logits.clone()), mine)
+    assert hf.stop_closes == rows
+
+
+def test_close_on_stop_must_be_a_boolean_and_shares_the_compiled_grammar() -> None:
+    from vllm import SamplingParams
+
+    from toolgrammar.vllm import VllmToolCallLogitsProcessor, _compile_spec, extra_args
+
+    with pytest.raises(ValueError, match="close_on_stop'\\] must be true or false, got 'yes'"):
+        VllmToolCallLogitsProcessor.validate_params(
+            SamplingParams(extra_args={"toolgrammar": {"tools": _tools(), "close_on_stop": "yes"}})
+        )
+    spec = extra_args(_tools(), close_on_stop=False)["toolgrammar"]
+    assert _compile_spec(spec) is _compile_spec({k: v for k, v in spec.items() if k != "close_on_stop"})
+    proc = _processor()
+    proc.update_state(_update(1, added=[(0, _params(64, close_on_stop=False), [1], [])]))
+    assert proc.rows[0].close_on_stop is False
+
+
 # ------------------------------------------------------------------------------------------------
 # The real engine
 # ------------------------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ writes the close marker in pieces (``<``, ``/tool``, ``_call``, ``>``) and then 
 (BFCL's ``parallel_multiple_4``: integral, derivative, integral, derivative, ... until the budget
 ended the turn).
 
-With ``close_on_stop`` (on by default in :class:`~toolgrammar.hf.ToolCallLogitsProcessor`) a stop
+With ``close_on_stop`` (on by default in :class:`~toolgrammar.hf.ToolCallLogitsProcessor` and in
+:class:`~toolgrammar.vllm.VllmToolCallLogitsProcessor`, per request there) a stop
 where the block's call is complete (:meth:`~toolgrammar.engine.TokenGrammar.closing_tokens`: after a
 hermes call's last brace, never inside its arguments) is kept as a decision to close:
 
@@ -27,11 +28,8 @@ hermes call's last brace, never inside its arguments) is kept as a decision to c
   gave it, and a model that did not mean to stop is left as it was.
 
 Outside blocks nothing changes: there the end of the turn is allowed (and taken as it is) or refused
-by the policy (``required``: the turn must call), and a stop is not a call. (So a newline the model
-writes after its last block, meaning to stop after it, still commits the turn to another block under
-``after_calls="end"``, where the newline is the separator; the grammar decides that, not this.) The
-vLLM logits processor masks only: it has no steering either, and the structured-outputs route has
-bitmasks, no logits.
+by the policy (``required``: the turn must call), and a stop is not a call. vLLM's structured-outputs
+route (route 1) has bitmasks, no logits, so it cannot do this; its logits processor (route 2) does.
 
 Import boundary: numpy only.
 """

@@ -71,11 +71,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .closing import close_row, log_sum, stop_ids
 from .errors import GrammarError, ProcessorError, ToolgrammarError
 from .grammar import GrammarOptions, TurnGrammar, compile_turn
 from .structural_tag import structural_tag, turn_structural_tag, xgrammar_regex
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
     from .engine import Cursor, StateMask, TokenGrammar
@@ -96,8 +98,12 @@ EXTRA_ARGS_KEY = "toolgrammar"
 ENTRY_POINT = "toolgrammar.vllm:VllmToolCallLogitsProcessor"
 """What to pass to ``--logits-processors`` / ``LLM(logits_processors=[...])``."""
 
-SPEC_KEYS = ("tools", "mode", *GrammarOptions.__dataclass_fields__)
-"""Keys a request's ``extra_args["toolgrammar"]`` may hold: ``tools`` (required), ``mode``, and the grammar options."""
+PROCESSOR_KEYS = ("close_on_stop",)
+"""Spec keys that set the processor's behaviour for the request, not its grammar."""
+
+SPEC_KEYS = ("tools", "mode", *GrammarOptions.__dataclass_fields__, *PROCESSOR_KEYS)
+"""Keys a request's ``extra_args["toolgrammar"]`` may hold: ``tools`` (required), ``mode``, the grammar
+options, and ``close_on_stop`` (route 2 only; default ``True``, see :mod:`toolgrammar.closing`)."""
 
 
 # ================================================================================================
@@ -164,6 +170,10 @@ def _normalize_spec(raw: Any) -> dict[str, Any]:
         )
     if "tools" not in raw:
         raise GrammarError(f"extra_args[{EXTRA_ARGS_KEY!r}] needs 'tools' (the OpenAI tool list)")
+    if "close_on_stop" in raw and not isinstance(raw["close_on_stop"], bool):
+        raise GrammarError(
+            f"extra_args[{EXTRA_ARGS_KEY!r}]['close_on_stop'] must be true or false, got {raw['close_on_stop']!r}"
+        )
     if "format" in raw:  # data from a request: it selects a registered format, it never names code to import
         from .formats import registered_format
 
@@ -176,18 +186,25 @@ _turns_lock = threading.Lock()
 _MAX_TURNS = 64
 
 
-def _compile_spec(spec: dict[str, Any]) -> TurnGrammar:
-    """The turn grammar of a spec, compiled once per process per distinct spec (LRU of 64)."""
+def _grammar_key(spec: dict[str, Any]) -> str:
+    """The spec's grammar part as a cache key (processor options such as ``close_on_stop`` left out)."""
     try:
-        key = json.dumps(spec, sort_keys=True, ensure_ascii=False)
+        return json.dumps(
+            {k: v for k, v in spec.items() if k not in PROCESSOR_KEYS}, sort_keys=True, ensure_ascii=False
+        )
     except (TypeError, ValueError) as error:
         raise GrammarError(f"extra_args[{EXTRA_ARGS_KEY!r}] is not JSON-serialisable: {error}") from error
+
+
+def _compile_spec(spec: dict[str, Any]) -> TurnGrammar:
+    """The turn grammar of a spec, compiled once per process per distinct spec (LRU of 64)."""
+    key = _grammar_key(spec)
     with _turns_lock:
         turn = _turns.get(key)
         if turn is not None:
             _turns.move_to_end(key)
             return turn
-    options = {k: v for k, v in spec.items() if k not in ("tools", "mode")}
+    options = {k: v for k, v in spec.items() if k not in ("tools", "mode", *PROCESSOR_KEYS)}
     turn = compile_turn(spec["tools"], mode=spec.get("mode", "schema"), **options)
     with _turns_lock:
         _turns[key] = turn
@@ -205,6 +222,11 @@ class _Row:
     """vLLM's own running list of the request's output token ids (a reference: it grows in place)."""
     consumed: int = 0
     """How many of ``output_ids`` the cursor has consumed."""
+    close_on_stop: bool = True
+    closing: float = 0.0
+    """The closing probability carried (``close_on_stop``; see :mod:`toolgrammar.closing`)."""
+    pending: tuple[int, float] | None = None
+    """This step's closer and the closing probability if it is taken."""
 
 
 _live: weakref.WeakSet[VllmToolCallLogitsProcessor] = weakref.WeakSet()
@@ -218,7 +240,9 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
     (see :func:`extra_args`); its ``max_tokens`` is the budget. Keys: ``tools`` (required),
     ``mode`` (``"schema"`` | ``"strings"``), and the grammar options (:class:`~toolgrammar.grammar.GrammarOptions`:
     ``format``, ``tool_choice``, ``parallel_tool_calls``, ``reasoning``, ``whitespace``,
-    ``max_whitespace``, ``escape_markers``, ``after_calls``). Other requests are untouched.
+    ``max_whitespace``, ``escape_markers``, ``after_calls``), and ``close_on_stop`` (default ``True``: a
+    stop where the block's call is complete closes the block, as in the transformers processor; see
+    :mod:`toolgrammar.closing`). Other requests are untouched.
 
     One instance per engine, built by vLLM (``__init__(vllm_config, device, is_pin_memory)``). The
     tokenizer's vocabulary is read on the first toolgrammar request (about a second for Qwen3's
@@ -252,6 +276,8 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
         self._logged: set[str] = set()
         self.n_requests = 0
         self.n_errors = 0
+        self.stop_closes = 0
+        """Blocks closed by a closer that a stop, more likely than not, chose (``close_on_stop``)."""
         scheduler_config = getattr(vllm_config, "scheduler_config", None)
         named = bool(getattr(model_config, "logits_processors", None))
         self.placeholder_risk = bool(getattr(scheduler_config, "async_scheduling", False)) and not named
@@ -305,6 +331,9 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
             return logits
         rows: list[int] = []
         masks: list[StateMask] = []
+        closing: list[_Row] = []  # rows whose stop goes to a close this step (close_on_stop)
+        close_at: list[int] = []
+        closers: list[np.ndarray] = []
         n_tokens = 0
         for index, row in self.rows.items():
             if index >= logits.shape[0]:
@@ -316,11 +345,27 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
             rows.append(index)
             masks.append(mask)
             n_tokens = row.cursor.grammar.table.n_tokens
+            if row.close_on_stop and row.cursor.in_block:
+                ids = row.cursor.grammar.closing_tokens(row.cursor.state)
+                if len(ids):
+                    closing.append(row)
+                    close_at.append(index)
+                    closers.append(ids)
+        stops = stop_ids(self.vocabulary()) if closing else None
         if len(rows) == 1 and logits.device.type == "cpu" and logits.dtype == _float32() and logits.is_contiguous():
             # One row on the host: one numpy write through a view (the transformers adapter's fast path).
-            self.applier.apply_host_row(logits[rows[0]].numpy(), masks[0], n_tokens)
+            view = logits[rows[0]].numpy()
+            stop = log_sum(view[stops]) if closing else None
+            self.applier.apply_host_row(view, masks[0], n_tokens)
+            if stop is not None:
+                closing[0].pending = close_row(view, stop, closers[0], closing[0].closing)
         elif rows:
+            stop_at = self.applier.stop_logits(logits, close_at, stops) if closing else None
             self.applier.apply(logits, rows, masks, n_tokens)
+            if stop_at is not None:
+                got = self.applier.close(logits, close_at, stop_at, closers, [r.closing for r in closing])
+                for row, pending in zip(closing, got, strict=True):
+                    row.pending = pending
         return logits
 
     # -- rows ----------------------------------------------------------------------------------------
@@ -364,7 +409,7 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
                 f"first call (tool_choice={grammar.grammar.options.tool_choice!r}); that call can be cut",
                 logging.WARNING,
             )
-        return _Row(cursor, output_ids)
+        return _Row(cursor, output_ids, close_on_stop=spec.get("close_on_stop", True))
 
     def _catch_up(self, row: _Row) -> None:
         """Feed the cursor the tokens vLLM appended to the request's output since the last step."""
@@ -391,14 +436,27 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
                     f"toolgrammar: a sampled token left the grammar ({cursor.error}); the row is left unconstrained. "
                     "Something else changed the row's logits (min_tokens, a thinking budget, another processor)",
                 )
+            self._follow_close(row, token)
             row.consumed += 1
+
+    def _follow_close(self, row: _Row, token: int) -> None:
+        """Carry or end a close decision once ``token`` is consumed (as the transformers processor's ``_advance``)."""
+        pending, row.pending = row.pending, None
+        row.closing = 0.0  # a decision lasts only while the row takes the close it was given
+        if pending is None:
+            return
+        taken = pending[1] if token == pending[0] else 0.0
+        if row.cursor.in_block:
+            row.closing = taken
+        elif taken >= 0.5 and row.cursor.error is None:
+            self.stop_closes += 1
 
     # -- grammar and vocabulary ----------------------------------------------------------------------
 
     def _token_grammar(self, spec: dict[str, Any]) -> TokenGrammar:
         from .engine import token_grammar
 
-        key = json.dumps(spec, sort_keys=True, ensure_ascii=False)
+        key = _grammar_key(spec)
         tg = self._grammars.get(key)
         if tg is None:
             tg = token_grammar(_compile_spec(spec), self.vocabulary())
@@ -446,8 +504,13 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
     # -- reporting ------------------------------------------------------------------------------------
 
     def stats(self) -> dict[str, int]:
-        """Counters for logs and tests: requests seen, rows tracked now, errors."""
-        return {"requests": self.n_requests, "rows": len(self.rows), "errors": self.n_errors}
+        """Counters for logs and tests: requests seen, rows tracked now, errors, blocks ``close_on_stop`` closed."""
+        return {
+            "requests": self.n_requests,
+            "rows": len(self.rows),
+            "errors": self.n_errors,
+            "stop_closes": self.stop_closes,
+        }
 
 
 def _float32() -> Any:
