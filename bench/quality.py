@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/quality.py                         # greedy + sampled seeds 0 and 1, all 44 tasks
     .venv/bin/python bench/quality.py --settings greedy       # greedy only (about a fifth of the time)
+    .venv/bin/python bench/quality.py --settings greedy --policy "auto, steered"   # one policy (repeatable)
     .venv/bin/python bench/quality.py --resume --out DIR      # continue an interrupted run
     .venv/bin/python bench/quality.py --report-only --out DIR # judge and report what DIR holds
 
@@ -72,6 +73,13 @@ def _settings(names: list[str], seeds: list[int]) -> list[tuple[str, float, int]
     return out
 
 
+def _policies(chosen: list[str] | None) -> list[str]:
+    unknown = [p for p in chosen or () if p not in POLICIES]
+    if unknown:
+        raise SystemExit(f"--policy: unknown {', '.join(map(repr, unknown))}; known: {', '.join(map(repr, POLICIES))}")
+    return list(chosen) if chosen else list(POLICIES)
+
+
 def _done(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
     out: dict[tuple[str, str], dict[str, Any]] = {}
     if path.exists():
@@ -85,6 +93,7 @@ def _done(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    args.policies = _policies(args.policy)
     base = CompareConfig(
         limit=args.limit or None, max_new_tokens=args.max_new_tokens, progress=False, mode="strings", format="hermes"
     )
@@ -101,7 +110,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
     for setting, temperature, seed in settings:
         for policy, (overrides, side) in POLICIES.items():
-            if (policy, setting) in done or args.report_only:
+            if (policy, setting) in done or args.report_only or policy not in args.policies:
                 continue
             config = replace(base, temperature=temperature, **overrides)
             generator = HFGenerator(loaded, tools, config)
@@ -220,6 +229,8 @@ def _markdown(result: dict[str, Any]) -> str:
             f"{m['tokens']:,} | {m['generate_seconds']:.0f} |"
         )
     st = result["steering"]
+    if not st["free_runs_with_other_shape_call"] and not st["free_prose_runs"]:
+        return "\n".join(lines) + "\n"  # the free and steered policies were not both run
     lines += [
         "",
         f"Steering: of {st['free_runs_with_other_shape_call']} runs whose free twin wrote an other-shape call, "
@@ -239,6 +250,9 @@ def main() -> None:
     parser.add_argument("--settings", default="greedy,sampled", help="greedy, sampled, or both (comma-separated)")
     parser.add_argument("--seeds", default="0,1", help="seeds of the sampled setting")
     parser.add_argument("--limit", type=int, default=0, help="first N tasks (0: all 44)")
+    parser.add_argument(
+        "--policy", action="append", help=f"run only this policy (repeatable; default all: {', '.join(POLICIES)})"
+    )
     parser.add_argument("--max-new-tokens", type=int, default=256)
     parser.add_argument("--out", default=f"bench/results/quality-{time.strftime('%Y-%m-%d')}")
     parser.add_argument("--resume", action="store_true", help="keep the generations already in OUT")
