@@ -438,6 +438,7 @@ def test_suite_counts_bfcl_accuracy_side_by_side(tmp_path, monkeypatch):
     assert summary["errors_hidden"] == 2 and summary["modes"]["free"]["other_shape_calls"]["fenced"] == 2
     (row,) = suite_rows(report)
     assert row[:5] == ("simple_python", "2", "0/2 (0%)", "1/2 (50%)", "1/2 (50%)")
+    assert row[8] == "2 (0)"  # two blocks, none closed by a stop (the scripted generator reports none)
     assert "| simple_python | 2 |" in (tmp_path / "out" / "bfcl-report.md").read_text()
     lines = (tmp_path / "out" / "bfcl-runs.jsonl").read_text().splitlines()
     assert [json.loads(line)["task_id"] for line in lines] == ["simple_python_0", "simple_python_1"]
@@ -511,7 +512,7 @@ def test_cli_suite_on_the_tiny_model(tmp_path, monkeypatch, capsys):
     code = main(["compare", "--no-progress", *args, "--out", str(out)])
     printed = capsys.readouterr().out
     assert code == 0, printed
-    assert "simple_python" in printed and "BFCL accuracy free" in printed
+    assert "simple_python" in printed and "BFCL accuracy" in printed
     report = json.loads((out / "bfcl-report.json").read_text())
     assert list(report["categories"]) == ["simple_python"]
     assert report["config"]["mode"] == "schema"

@@ -325,6 +325,7 @@ SUITE_COLUMNS: tuple[str, ...] = (
     "intended calls that cannot run: free / constrained (hidden)",
     "calls in other shapes: free / constrained",
     "invalid blocks: free / constrained",
+    "blocks (closed at a stop)",
     "tokens: free / constrained",
     "generate time (s): free / constrained",
 )
@@ -348,6 +349,7 @@ def suite_rows(report: SuiteReport) -> list[tuple[str, ...]]:
                 f"{f['intended_errors']} / {c['intended_errors']} ({s['errors_hidden']})",
                 f"{others[0]} / {others[1]}",
                 f"{f['errors']} / {c['errors']}",
+                f"{c['blocks']} ({c['stop_closes']})",
                 f"{f['tokens']} / {c['tokens']}",
                 f"{f['generate_seconds']:.1f} / {c['generate_seconds']:.1f}",
             )
