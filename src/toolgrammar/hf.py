@@ -486,7 +486,8 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         new_head, old_head = input_ids[:, :head], prev[:, :head]
         if isinstance(prev, torch.Tensor):
             return torch.equal(new_tail, old_tail) and torch.equal(new_head, old_head)
-        return bool((new_tail == old_tail).all() and (new_head == old_head).all())
+        # The host path's arrays share one dtype; comparing bytes skips two ufunc passes per step.
+        return new_tail.tobytes() == old_tail.tobytes() and new_head.tobytes() == old_head.tobytes()
 
     def _reorder(self, input_ids: torch.Tensor, prev: torch.Tensor) -> bool:
         """Rows were reordered (beam search): give each row the cursor of the row it extends.
@@ -603,11 +604,13 @@ class ToolCallLogitsProcessor(LogitsProcessor):
             self._check_overrun()
         cursor = self.cursors[0]
         mask = cursor.mask()
-        close, closers = self._closers([0] if mask is not None else [])
-        stop = log_sum(sc[0, self._stop_ids]) if close else None
+        closers = None  # as _closers, without its lists: this path runs once per token
+        if mask is not None and self._stop_ids is not None and cursor.in_block:
+            closers = self.grammar.closing_tokens(cursor.state)
+        stop = log_sum(sc[0, self._stop_ids]) if closers is not None and len(closers) else None
         self._applier.apply_host_row(sc[0], mask, n_tokens)
         if stop is not None:
-            self._pending[0] = close_row(sc[0], stop, closers[0], self._closing[0])
+            self._pending[0] = close_row(sc[0], stop, closers, self._closing[0])
         if mask is not None and self._call_points is not None and self._fresh[0]:
             self.steered_steps += steer_row(sc[0], self._call_points.openers)
         return scores
