@@ -3,7 +3,7 @@
     .venv/bin/python bench/close_on_stop_cost.py            # 24 walks each, five string tools and typed tools
     .venv/bin/python bench/close_on_stop_cost.py --walks 60
 
-The same 49-token canonical call as ``bench/anchors.py`` (its tool sets and prompt), walked token by token
+The same 49-token canonical call as ``bench/anchors.py`` (its walk: tool sets, prompt, block), walked token by token
 through two ``ToolCallLogitsProcessor``s that differ only in ``close_on_stop``; walks alternate between
 the two (the first of each pair swapped every walk), so both see the same load. A fresh scores tensor
 each step, made outside the timed region. Reports, per processor, p50 / mean / max over positions of each
@@ -17,7 +17,9 @@ import argparse
 import time
 
 import torch
+from anchors import make_walk
 from common import (
+    BenchContext,
     Stats,
     fresh_scores,
     machine_info,
@@ -30,21 +32,15 @@ from common import (
 )
 
 from toolgrammar.hf import ToolCallLogitsProcessor
-from toolgrammar.vocab import load_qwen3_tokenizer
-
-PROMPT = "median() is wrong for lists of even length; fix textkit/stats.py."
-"""The walk's user message (``bench/anchors.py``'s)."""
+from toolgrammar.vocab import load_qwen3_tokenizer, qwen3_vocabulary
 
 
-def walks(tokenizer, toolset, n_walks: int) -> dict[bool, Stats]:
-    messages = [{"role": "user", "content": PROMPT}]
-    prompt = tokenizer.apply_chat_template(messages, tools=toolset.tools, add_generation_prompt=True, tokenize=False)
-    prompt_ids = tokenizer.encode(prompt, add_special_tokens=False)
-    ids = tokenizer.encode(toolset.block_text, add_special_tokens=False)
-    sequence = torch.tensor([prompt_ids + ids])
-    inputs = [sequence[:, : len(prompt_ids) + i] for i in range(len(ids))]
+def walks(ctx: BenchContext, toolset, n_walks: int) -> dict[bool, Stats]:
+    walk = make_walk(ctx, toolset)
+    ids = walk.ids
+    inputs = [walk.input_ids(k) for k in range(len(ids))]
     processors = {
-        on: ToolCallLogitsProcessor(tokenizer, toolset.tools, max_new_tokens=512, close_on_stop=on)
+        on: ToolCallLogitsProcessor(ctx.tokenizer, toolset.tools, max_new_tokens=512, close_on_stop=on)
         for on in (True, False)
     }
     times: dict[bool, list[list[int]]] = {True: [], False: []}
@@ -68,10 +64,10 @@ def main() -> int:
     parser.add_argument("--walks", type=int, default=24, help="timed walks per processor and tool set (default 24)")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    tokenizer = load_qwen3_tokenizer()
+    ctx = BenchContext(load_qwen3_tokenizer(), qwen3_vocabulary())
     rows, data = [], {"machine": machine_info(), "walks": args.walks, "toolsets": {}}
     for toolset in (seed_tools(), typed_tools()):
-        got = walks(tokenizer, toolset, args.walks)
+        got = walks(ctx, toolset, args.walks)
         on, off = got[True], got[False]
         data["toolsets"][toolset.name] = {"close_on_stop": on.to_json(), "without": off.to_json()}
         rows.append(

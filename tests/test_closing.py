@@ -147,6 +147,17 @@ def test_a_stop_after_the_last_brace_closes_the_block(tokenizer, rows):
     assert proc.stop_closes == rows and proc.row_stop_closes == [1] * rows
 
 
+def test_follow_carries_a_decision_only_along_the_close_it_gave():
+    from toolgrammar.closing import follow
+
+    assert follow(None, 7, True, True) == (0.0, False)  # nothing was moved
+    assert follow((7, 0.8), 7, True, True) == (0.8, False)  # took the closer, still in the block: carried
+    assert follow((7, 0.8), 9, True, True) == (0.0, False)  # another token ends the decision
+    assert follow((7, 0.8), 7, False, True) == (0.0, True)  # the closer left the block: a stop closed it
+    assert follow((7, 0.4), 7, False, True) == (0.0, False)  # the stop less likely than not the reason
+    assert follow((7, 0.8), 7, False, False) == (0.0, False)  # a row in error counts nothing
+
+
 def test_pooled_is_the_mixture_of_closing_and_not():
     rng = np.random.default_rng(5)
     row = rng.normal(size=40) * 3

@@ -102,6 +102,22 @@ def choose(values: np.ndarray, stop: float, closing: float) -> int | None:
     return best if values[best] > -math.inf else None
 
 
+def follow(pending: tuple[int, float] | None, token: int, in_block: bool, valid: bool) -> tuple[float, bool]:
+    """After a row took ``token``: the closing probability it carries on, and whether a stop closed its block.
+
+    ``pending``: what :func:`close_row` returned for the row on the step before (``None``: nothing moved);
+    ``in_block``/``valid``: the row after the token (still in the block; not in error). A decision lasts
+    only while the row takes the close it was given; leaving the block by a closer that the stop, more
+    likely than not, chose counts as a stop-closed block.
+    """
+    if pending is None:
+        return 0.0, False
+    taken = pending[1] if token == pending[0] else 0.0
+    if in_block:
+        return taken, False
+    return 0.0, taken >= 0.5 and valid
+
+
 def close_row(row: np.ndarray, stop: float, closers: np.ndarray, closing: float) -> tuple[int, float] | None:
     """Pool a stop onto the closer of one masked row (in place); ``stop`` as read before masking.
 
@@ -118,4 +134,4 @@ def close_row(row: np.ndarray, stop: float, closers: np.ndarray, closing: float)
     return token, taken if taken >= NEGLIGIBLE else 0.0
 
 
-__all__ = ["NEGLIGIBLE", "choose", "close_row", "log_sum", "pooled", "stop_ids"]
+__all__ = ["NEGLIGIBLE", "choose", "close_row", "follow", "log_sum", "pooled", "stop_ids"]

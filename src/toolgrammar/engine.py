@@ -1479,6 +1479,10 @@ def token_grammar(grammar: TurnGrammar, vocab: Vocabulary) -> TokenGrammar:
 # ----------------------------------------------------------------------------------------------
 
 
+_NO_TOKENS = np.empty(0, dtype=np.int64)
+_NO_TOKENS.flags.writeable = False
+
+
 class Cursor:
     """Where one sequence is in the grammar. Cheap to create, copy and reset."""
 
@@ -1518,6 +1522,12 @@ class Cursor:
     @property
     def in_block(self) -> bool:
         return self.error is None and self.grammar.in_block(self.state)
+
+    def closing_tokens(self) -> np.ndarray:
+        """:meth:`TokenGrammar.closing_tokens` of the current state inside a block; none elsewhere."""
+        if self.error is None and self.grammar.in_block(self.state):
+            return self.grammar.closing_tokens(self.state)
+        return _NO_TOKENS
 
     def mask(self) -> StateMask | None:
         """The allowed tokens now; ``None`` when the row is unconstrained (finished or in error)."""

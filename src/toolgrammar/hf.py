@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from .automaton import DEAD
-from .closing import close_row, log_sum, stop_ids
+from .closing import close_row, follow, log_sum, stop_ids
 from .engine import Cursor, TokenGrammar, token_grammar
 from .errors import ProcessorError
 from .grammar import compile_turn
@@ -441,13 +441,11 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         before = cursor.state
         cursor.advance(token)
         pending = self._pending[row]
-        self._closing[row] = 0.0  # a decision lasts only while the row takes the close it was given
-        if pending is not None:  # set only for a row in a block, so leaving the block closed it
+        self._closing[row] = 0.0
+        if pending is not None:  # only then is there a decision to follow: most tokens skip the call
             self._pending[row] = None
-            taken = pending[1] if token == pending[0] else 0.0
-            if cursor.in_block:
-                self._closing[row] = taken
-            elif taken >= 0.5 and cursor.error is None:
+            self._closing[row], closed = follow(pending, token, cursor.in_block, cursor.error is None)
+            if closed:
                 self.stop_closes += 1
                 self._row_stop_closes[row] += 1
         points = self._call_points
@@ -573,12 +571,10 @@ class ToolCallLogitsProcessor(LogitsProcessor):
             return [], []
         close, closers = [], []
         for r in rows:
-            cursor = self.cursors[r]
-            if cursor.in_block:
-                ids = self.grammar.closing_tokens(cursor.state)
-                if len(ids):
-                    close.append(r)
-                    closers.append(ids)
+            ids = self.cursors[r].closing_tokens()
+            if len(ids):
+                close.append(r)
+                closers.append(ids)
         return close, closers
 
     def _call_host_row(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor | None:
@@ -604,9 +600,7 @@ class ToolCallLogitsProcessor(LogitsProcessor):
             self._check_overrun()
         cursor = self.cursors[0]
         mask = cursor.mask()
-        closers = None  # as _closers, without its lists: this path runs once per token
-        if mask is not None and self._stop_ids is not None and cursor.in_block:
-            closers = self.grammar.closing_tokens(cursor.state)
+        closers = cursor.closing_tokens() if mask is not None and self._stop_ids is not None else None
         stop = log_sum(sc[0, self._stop_ids]) if closers is not None and len(closers) else None
         self._applier.apply_host_row(sc[0], mask, n_tokens)
         if stop is not None:

@@ -71,7 +71,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .closing import close_row, log_sum, stop_ids
+from .closing import close_row, follow, log_sum, stop_ids
 from .errors import GrammarError, ProcessorError, ToolgrammarError
 from .grammar import GrammarOptions, TurnGrammar, compile_turn
 from .structural_tag import structural_tag, turn_structural_tag, xgrammar_regex
@@ -331,7 +331,7 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
             return logits
         rows: list[int] = []
         masks: list[StateMask] = []
-        closing: list[_Row] = []  # rows whose stop goes to a close this step (close_on_stop)
+        closing_rows: list[_Row] = []  # rows whose stop goes to a close this step (close_on_stop)
         close_at: list[int] = []
         closers: list[np.ndarray] = []
         n_tokens = 0
@@ -345,26 +345,26 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
             rows.append(index)
             masks.append(mask)
             n_tokens = row.cursor.grammar.table.n_tokens
-            if row.close_on_stop and row.cursor.in_block:
-                ids = row.cursor.grammar.closing_tokens(row.cursor.state)
+            if row.close_on_stop:
+                ids = row.cursor.closing_tokens()
                 if len(ids):
-                    closing.append(row)
+                    closing_rows.append(row)
                     close_at.append(index)
                     closers.append(ids)
-        stops = stop_ids(self.vocabulary()) if closing else None
+        stops = stop_ids(self.vocabulary()) if closing_rows else None
         if len(rows) == 1 and logits.device.type == "cpu" and logits.dtype == _float32() and logits.is_contiguous():
             # One row on the host: one numpy write through a view (the transformers adapter's fast path).
             view = logits[rows[0]].numpy()
-            stop = log_sum(view[stops]) if closing else None
+            stop = log_sum(view[stops]) if closing_rows else None
             self.applier.apply_host_row(view, masks[0], n_tokens)
             if stop is not None:
-                closing[0].pending = close_row(view, stop, closers[0], closing[0].closing)
+                closing_rows[0].pending = close_row(view, stop, closers[0], closing_rows[0].closing)
         elif rows:
-            stop_at = self.applier.stop_logits(logits, close_at, stops) if closing else None
+            stop_at = self.applier.stop_logits(logits, close_at, stops) if closing_rows else None
             self.applier.apply(logits, rows, masks, n_tokens)
             if stop_at is not None:
-                got = self.applier.close(logits, close_at, stop_at, closers, [r.closing for r in closing])
-                for row, pending in zip(closing, got, strict=True):
+                got = self.applier.close(logits, close_at, stop_at, closers, [r.closing for r in closing_rows])
+                for row, pending in zip(closing_rows, got, strict=True):
                     row.pending = pending
         return logits
 
@@ -440,16 +440,13 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
             row.consumed += 1
 
     def _follow_close(self, row: _Row, token: int) -> None:
-        """Carry or end a close decision once ``token`` is consumed (as the transformers processor's ``_advance``)."""
-        pending, row.pending = row.pending, None
-        row.closing = 0.0  # a decision lasts only while the row takes the close it was given
-        if pending is None:
+        """Carry or end a close decision once ``token`` is consumed (:func:`toolgrammar.closing.follow`)."""
+        if row.pending is None:
+            row.closing = 0.0
             return
-        taken = pending[1] if token == pending[0] else 0.0
-        if row.cursor.in_block:
-            row.closing = taken
-        elif taken >= 0.5 and row.cursor.error is None:
-            self.stop_closes += 1
+        row.closing, closed = follow(row.pending, token, row.cursor.in_block, row.cursor.error is None)
+        row.pending = None
+        self.stop_closes += closed
 
     # -- grammar and vocabulary ----------------------------------------------------------------------
 

@@ -174,5 +174,6 @@ def _summarize_run(conversation: _Conversation) -> dict[str, Any]:
         "tokens": sum(t["tokens"] for t in turns),
         "truncated_turns": sum(t["finish"] == "length" for t in turns),
         "processor_errors": [t["processor_error"] for t in turns if t["processor_error"]],
+        # .get: turns recorded before the count existed are re-judged too (bench/quality.py --resume)
         "stop_closes": sum(t.get("stop_closes", 0) for t in turns),
     }
