@@ -2,6 +2,8 @@
 
     nice -n 15 .venv/bin/python bench/relevance_gate.py     # pmi, items 5-44: bench/results/relevance-gate-pmi-<date>.*
     nice -n 15 .venv/bin/python bench/relevance_gate.py --method question
+    nice -n 15 .venv/bin/python bench/relevance_gate.py --method pmi+name --start 45 --stop 125
+        # each part's verdict is kept; other items: bench/results/relevance-gate-pmi+name-items-45-124-<date>.*
     nice -n 15 .venv/bin/python bench/relevance_gate.py --start 5 --stop 10 --no-write   # a smoke run
 
 Items: BFCL v4 (the installed ``bfcl-eval`` data, found as :func:`toolgrammar.bfcl.locate_data` finds it),
@@ -39,8 +41,11 @@ from toolgrammar.relevance import (  # noqa: E402
     NEUTRAL_HEADER,
     PMI_HEADER,
     QUESTION,
+    RelevanceError,
     RelevanceGate,
     describe_gate,
+    gate_methods,
+    score_text,
 )
 
 CATEGORIES: dict[str, bool] = {"irrelevance": False, "simple_python": True, "multiple": True, "live_simple": True}
@@ -58,15 +63,32 @@ def items_for(category: str, start: int, stop: int, data: Any) -> list[tuple[str
     return out
 
 
+def score_range(rows: list[dict[str, Any]], parts: tuple[str, ...]) -> str:
+    """Median (min-max) of the scores, per method for a combined gate."""
+
+    def one(scores: list[float]) -> str:
+        return f"{statistics.median(scores):.2f} ({min(scores):.2f}-{max(scores):.2f})"
+
+    if len(parts) == 1:
+        return one([r["score"] for r in rows])
+    return "; ".join(f"{m} {one([r['parts'][k]['score'] for r in rows])}" for k, m in enumerate(parts))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="qwen2.5-coder-0.5b")
-    parser.add_argument("--method", default="pmi", choices=METHODS, help="the gate (default pmi)")
+    parser.add_argument(
+        "--method", default="pmi", help=f"the gate: one of {', '.join(METHODS)}, or several joined by '+' (default pmi)"
+    )
     parser.add_argument("--start", type=int, default=5)
     parser.add_argument("--stop", type=int, default=45)
     parser.add_argument("--batch-size", type=int, default=4, help="conversations per forward pass")
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)
+    try:
+        parts = gate_methods(args.method)
+    except RelevanceError as exc:
+        parser.error(str(exc))
 
     from toolgrammar.models import load_model
 
@@ -81,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         verdicts = gate([(messages, tools) for _, messages, tools in items], batch_size=args.batch_size)
         seconds = time.perf_counter() - t0
         results[category] = [
-            {"id": item_id, "score": v.score, "relevant": v.relevant, "want": want, "correct": v.relevant == want}
+            {"id": item_id, **v.to_dict(), "want": want, "correct": v.relevant == want}
             for (item_id, _, _), v in zip(items, verdicts, strict=True)
         ]
         right = sum(r["correct"] for r in results[category])
@@ -93,9 +115,13 @@ def main(argv: list[str] | None = None) -> int:
         "" if (args.start, args.stop, args.model) == (5, 45, "qwen2.5-coder-0.5b") else
         f" --model {args.model} --start {args.start} --stop {args.stop}"
     )  # fmt: skip
-    threshold = DEFAULT_THRESHOLDS[args.method]
-    prompts = f"headers {PMI_HEADER!r} and {NEUTRAL_HEADER!r}" if args.method == "pmi" else f'question "{QUESTION}"'
-    described = f"says yes {describe_gate(args.method, threshold)}; {prompts}"
+    threshold = DEFAULT_THRESHOLDS[args.method] if len(parts) == 1 else None
+    prompts = {
+        "pmi": f"headers {PMI_HEADER!r} and {NEUTRAL_HEADER!r}",
+        "question": f'question "{QUESTION}"',
+        "name": "the chat template with the tools, then the hermes call as far as the name",
+    }
+    described = f"says yes {describe_gate(args.method, threshold)}; " + "; ".join(f"{p}: {prompts[p]}" for p in parts)
 
     lines = [
         f"# Relevance gate alone: BFCL items {args.start}-{args.stop - 1}",
@@ -111,24 +137,24 @@ def main(argv: list[str] | None = None) -> int:
     ]
     all_right = all_n = 0
     for category, rows in results.items():
-        p = [r["score"] for r in rows]
         right = sum(r["correct"] for r in rows)
         yes = sum(r["relevant"] for r in rows)
         all_right, all_n = all_right + right, all_n + len(rows)
         lines.append(
             f"| {category} | {'yes' if CATEGORIES[category] else 'no'} | {len(rows)} | {yes} | "
-            f"{right}/{len(rows)} ({right / len(rows):.0%}) | {statistics.median(p):.2f} ({min(p):.2f}-{max(p):.2f}) |"
+            f"{right}/{len(rows)} ({right / len(rows):.0%}) | {score_range(rows, parts)} |"
         )
     lines += ["", f"Overall: {all_right}/{all_n} ({all_right / all_n:.0%}) correct.", ""]
     wrong = [(c, r) for c, rows in results.items() for r in rows if not r["correct"]]
     if wrong:
         lines += ["Wrong verdicts:", ""]
-        lines += [f"- `{r['id']}` ({c}): score {r['score']:.3f}" for c, r in wrong]
+        lines += [f"- `{r['id']}` ({c}): score {score_text(r)}" for c, r in wrong]
         lines.append("")
     text = "\n".join(lines)
     print(text)
     if not args.no_write:
-        stem = ROOT / "bench" / "results" / f"relevance-gate-{args.method}-{dt.date.today().isoformat()}"
+        items = "" if (args.start, args.stop) == (5, 45) else f"-items-{args.start}-{args.stop - 1}"
+        stem = ROOT / "bench" / "results" / f"relevance-gate-{args.method}{items}-{dt.date.today().isoformat()}"
         stem.with_suffix(".md").write_text(text, encoding="utf-8")
         payload = {
             "command": command,

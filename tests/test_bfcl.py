@@ -494,11 +494,48 @@ def test_suite_reports_the_relevance_gate(tmp_path, monkeypatch):
                            steer_gate="pmi")  # fmt: skip
     report = run_suite(config, parse_suite("bfcl:simple_python"), generator_factory=_GatedScripted, data=data)
     gate = report.categories["simple_python"]["bfcl"]["constrained"]["gate"]
-    assert gate == {"runs": 2, "let_steer": 1, "scores": [0.7, -0.4], "method": "pmi", "threshold": 0.0}
+    assert gate == {"runs": 2, "let_steer": 1, "scores": [0.7, -0.4], "score_texts": ["0.70", "-0.40"],
+                    "method": "pmi", "threshold": 0.0}  # fmt: skip
     assert "gate" not in report.categories["simple_python"]["bfcl"]["free"]
     text = (tmp_path / "out" / "bfcl-report.md").read_text()
     assert "## Relevance gate" in text and "`--steer-gate pmi`" in text
     assert "| simple_python | 1/2 | 0.70, -0.40 |" in text
+
+
+class _CombinedGateScripted(_Scripted):
+    """A ``pmi+name`` gate: pmi as ``_GatedScripted``, name 0.9 for the triangle request and 0.3 otherwise."""
+
+    def relevance(self, conversations, tools):
+        from toolgrammar.relevance import Relevance
+
+        out = []
+        for messages in conversations:
+            triangle = "triangle" in messages[-1]["content"]
+            pmi = Relevance(0.7 if triangle else 0.2, True, 0.0, "pmi")
+            name = Relevance(0.9 if triangle else 0.3, triangle, 0.5, "name")
+            out.append(Relevance((1 + triangle) / 2, triangle, 1.0, "pmi+name", (pmi, name)))
+        return out
+
+    def generate(self, prompts, *, constrained, seed, on_step=None, steer_rows=None):
+        return super().generate(prompts, constrained=constrained, seed=seed, on_step=on_step)
+
+
+def test_suite_reports_a_combined_gate_per_part(tmp_path, monkeypatch):
+    from toolgrammar.bfcl_suite import parse_suite, run_suite
+
+    monkeypatch.delenv(bfcl.DATA_ENV, raising=False)
+    data = bfcl.locate_data([_fake_site(tmp_path, SAMPLE_ITEMS, SAMPLE_ANSWERS)])
+    config = CompareConfig(model="scripted", mode="schema", limit=None, out=str(tmp_path / "out"), progress=False,
+                           steer_gate="pmi+name")  # fmt: skip
+    report = run_suite(config, parse_suite("bfcl:simple_python"), generator_factory=_CombinedGateScripted, data=data)
+    gate = report.categories["simple_python"]["bfcl"]["constrained"]["gate"]
+    assert (gate["let_steer"], gate["method"], gate["threshold"], gate["scores"]) == (1, "pmi+name", 1.0, [1.0, 0.5])
+    runs = [json.loads(line) for line in (tmp_path / "out" / "bfcl-runs.jsonl").read_text().splitlines()]
+    parts = [r["constrained"]["steer_gate"]["parts"] for r in runs if r.get("type") == "run"]
+    assert [[p["method"] for p in each] for each in parts] == [["pmi", "name"]] * 2
+    text = (tmp_path / "out" / "bfcl-report.md").read_text()
+    assert "`--steer-gate pmi+name`" in text and "log-probability gain" in text and "name one of the offered" in text
+    assert "| simple_python | 1/2 | pmi 0.70 / name 0.90, pmi 0.20 / name 0.30 |" in text
 
 
 def test_cli_suite_on_the_tiny_model(tmp_path, monkeypatch, capsys):

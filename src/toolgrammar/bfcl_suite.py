@@ -30,7 +30,7 @@ from typing import Any, NoReturn
 
 from . import bfcl
 from .compare import MODES, CompareConfig, CompareError, Task, _progress, _run_mode, has_matplotlib, summarize
-from .relevance import describe_gate
+from .relevance import describe_gate, score_text
 
 __all__ = [
     "CHART_FILE",
@@ -301,11 +301,12 @@ def _accuracy(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "error_types": dict(sorted(types.items(), key=lambda kv: -kv[1])),
         }
         gated = [r[mode]["steer_gate"] for r in runs if r[mode].get("steer_gate")]
-        if gated:  # the relevance gate (constrained side, --steer-gate pmi|question)
+        if gated:  # the relevance gate (constrained side, --steer-gate)
             out[mode]["gate"] = {
                 "runs": len(gated),
                 "let_steer": sum(bool(g["relevant"]) for g in gated),
                 "scores": [g["score"] for g in gated],
+                "score_texts": [score_text(g) for g in gated],
                 "method": gated[0]["method"],
                 "threshold": gated[0]["threshold"],
             }
@@ -461,7 +462,7 @@ def _markdown(report: SuiteReport, *, chart: bool = False) -> str:
             "|---|---:|---|",
         ]
         for category, gate in gates.items():
-            scores = ", ".join(f"{v:.2f}" for v in gate["scores"])
+            scores = ", ".join(gate.get("score_texts") or [f"{v:.2f}" for v in gate["scores"]])
             lines.append(f"| {category} | {gate['let_steer']}/{gate['runs']} | {scores} |")
     lines += ["", "## BFCL error types", "", "| category | mode | error type | runs |", "|---|---|---|---:|"]
     for category, data in report.categories.items():

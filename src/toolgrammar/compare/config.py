@@ -23,9 +23,10 @@ included) finishes within 15 minutes on 2 CPU cores; see examples/compare-result
 DEFAULT_MAX_NEW_TOKENS = 160
 """Token budget per turn in the embedded default (the seed used 512: ``--max-new-tokens 512``)."""
 
-STEER_GATES: tuple[str, ...] = ("none", "pmi", "question")
-"""``--steer-gate`` values: steer every constrained run, or only those a relevance gate
-(:mod:`toolgrammar.relevance`, by its method) lets through."""
+STEER_GATES: tuple[str, ...] = ("none", "pmi", "question", "name", "pmi+name")
+"""``--steer-gate`` values named in the help: steer every constrained run, or only those a relevance gate
+(:mod:`toolgrammar.relevance`, by its method) lets through. Any ``+`` combination of the methods is
+accepted (every part must say yes)."""
 
 _TASK_KEYS = frozenset({"id", "prompt", "expected_tool", "expected_arguments", "system"})
 _CONFIG_VERSION = "toolgrammar.compare/1"
@@ -178,8 +179,10 @@ class CompareConfig:
     """Constrained side, with ``steer_to_blocks``: which runs steering may act on. ``none``: every run;
     ``pmi``: only runs whose last user message the tools' descriptions make more likely (the model's
     own log-probabilities, two batched passes); ``question``: only runs where the model answers "yes"
-    to whether one of the tools can do what the request asks (one batched pass). See
-    :mod:`toolgrammar.relevance`; the gate's score and verdict are recorded per run."""
+    to whether one of the tools can do what the request asks (one batched pass); ``name``: only runs
+    where the model, calling now, would more likely than not name an offered tool (a pass over the
+    prompt and a few cached steps per run); methods joined by ``+`` (``pmi+name``): where all say so.
+    See :mod:`toolgrammar.relevance`; the gate's score and verdict are recorded per run."""
     parallel_tool_calls: bool = True
     reasoning: str = "disabled"
     """``disabled`` | ``enabled`` | ``prefilled``; also sets the chat template's ``enable_thinking``."""
@@ -240,8 +243,16 @@ class CompareConfig:
             raise CompareError(f"--parse-mode must be 'strict' or 'seed', got {self.parse_mode!r}")
         if self.reasoning not in ("disabled", "enabled", "prefilled"):
             raise CompareError(f"--reasoning must be disabled, enabled or prefilled, got {self.reasoning!r}")
-        if self.steer_gate not in STEER_GATES:
-            raise CompareError(f"--steer-gate must be one of {', '.join(STEER_GATES)}, got {self.steer_gate!r}")
+        if self.steer_gate != "none":
+            from ..relevance import RelevanceError, gate_methods
+
+            try:
+                gate_methods(self.steer_gate)
+            except RelevanceError as exc:
+                raise CompareError(
+                    f"--steer-gate must be one of {', '.join(STEER_GATES)} (or methods joined by '+'), "
+                    f"got {self.steer_gate!r}"
+                ) from exc
         if self.steer_gate != "none" and not self.steer_to_blocks:
             raise CompareError(
                 f"--steer-gate {self.steer_gate} selects the runs steering acts on: it needs --steer-to-blocks"

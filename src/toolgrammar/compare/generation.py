@@ -119,7 +119,9 @@ class HFGenerator:
         if self._gate is None:
             from ..relevance import RelevanceGate
 
-            self._gate = RelevanceGate(self.model, self.tokenizer, method=self.config.steer_gate)
+            self._gate = RelevanceGate(
+                self.model, self.tokenizer, method=self.config.steer_gate, format=self.config.format
+            )
         return self._gate
 
     def relevance(self, conversations: Sequence[list[dict[str, Any]]], tools: list[dict[str, Any]]) -> list[Any]:
