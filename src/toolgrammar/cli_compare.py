@@ -127,7 +127,7 @@ def compare_command(
         typer.Option(
             help="Constrained side, with steering: 'none' (steer every run), 'pmi' (steer only the runs whose request "
             "the tools' descriptions make more likely, by the model's own log-probabilities: two extra forward "
-            "passes per batch) or 'question' (only where the model answers yes to whether one of the tools can do "
+            "passes per batch), 'question' (only where the model answers yes to whether one of the tools can do "
             "what the request asks: one extra pass), 'name' (only where the model, calling now, would more likely "
             "than not name an offered tool: a pass over the prompt and a few cached steps) or methods joined by "
             "'+' ('pmi+name': where all say so). The gate's score and verdict are recorded per run.",
