@@ -7,7 +7,7 @@
     .venv/bin/python bench/quality.py --report-only --out DIR # judge and report what DIR holds
 
 Runs the bundled tasks (default: all 44) on the embedded model (Qwen2.5-Coder-0.5B-Instruct, CPU),
-one 256-token turn, under five generations per setting (greedy; sampled at temperature 0.7, top-p
+one 256-token turn, under seven generations per setting (greedy; sampled at temperature 0.7, top-p
 0.8, top-k 20 with each seed), each judged by the strict parser and the other-shape reader:
 
 | policy | prompt | grammar |
@@ -17,14 +17,16 @@ one 256-token turn, under five generations per setting (greedy; sampled at tempe
 | free, opener pre-filled | ... + what the grammar forces | none (the fair free side of call-first ``required``) |
 | required, call first | ... + what the grammar forces | ``tool_choice="required"`` |
 | auto, steered | the chat template's | ``tool_choice="auto", steer_to_blocks=True`` |
+| auto, steered where name fits | the chat template's | the same, ``steer_gate="name"`` (:mod:`toolgrammar.relevance`) |
+| auto, steered where pmi+name say | the chat template's | the same, ``steer_gate="pmi+name"`` |
 
 Reports per policy: runs with an intended call (a block or another shape), valid calls, errors by
 kind, expected tool (valid call; and named in any shape), expected tool + arguments, tokens, time;
 and for steering, how many runs whose free twin wrote an other-shape call became valid blocks, and
 which prose turns became calls (with examples). Writes ``OUT/generations.jsonl`` as it goes (one line
 per policy and setting: every run record), then ``OUT/quality.json`` and ``OUT/quality.md``.
-Needs the ``compare`` extra (``bash scripts/setup.sh``). Not a timed test: one run takes about an
-hour on 2 cores.
+Needs the ``compare`` extra (``bash scripts/setup.sh``). Not a timed test: one run of the five ungated
+policies takes about an hour on 2 cores; the two gated ones add their gates' passes.
 """
 
 from __future__ import annotations
@@ -57,6 +59,14 @@ POLICIES: dict[str, tuple[dict[str, Any], str]] = {
     "free, opener pre-filled": ({"tool_choice": "required", "steer_to_blocks": False}, "free"),
     "required, call first": ({"tool_choice": "required", "steer_to_blocks": False}, "constrained"),
     "auto, steered": ({"tool_choice": "auto", "steer_to_blocks": True}, "constrained"),
+    "auto, steered where name fits": (
+        {"tool_choice": "auto", "steer_to_blocks": True, "steer_gate": "name"},
+        "constrained",
+    ),
+    "auto, steered where pmi+name say": (
+        {"tool_choice": "auto", "steer_to_blocks": True, "steer_gate": "pmi+name"},
+        "constrained",
+    ),
 }
 """policy -> (config overrides, side)."""
 
