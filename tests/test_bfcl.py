@@ -485,14 +485,19 @@ class _GatedScripted(_Scripted):
         return super().generate(prompts, constrained=constrained, seed=seed, on_step=on_step)
 
 
-def test_suite_reports_the_relevance_gate(tmp_path, monkeypatch):
+def _gated_suite(tmp_path, monkeypatch, steer_gate: str, generator_factory):
+    """The sample ``simple_python`` items through the suite with a scripted gate."""
     from toolgrammar.bfcl_suite import parse_suite, run_suite
 
     monkeypatch.delenv(bfcl.DATA_ENV, raising=False)
     data = bfcl.locate_data([_fake_site(tmp_path, SAMPLE_ITEMS, SAMPLE_ANSWERS)])
     config = CompareConfig(model="scripted", mode="schema", limit=None, out=str(tmp_path / "out"), progress=False,
-                           steer_gate="pmi")  # fmt: skip
-    report = run_suite(config, parse_suite("bfcl:simple_python"), generator_factory=_GatedScripted, data=data)
+                           steer_gate=steer_gate)  # fmt: skip
+    return run_suite(config, parse_suite("bfcl:simple_python"), generator_factory=generator_factory, data=data)
+
+
+def test_suite_reports_the_relevance_gate(tmp_path, monkeypatch):
+    report = _gated_suite(tmp_path, monkeypatch, "pmi", _GatedScripted)
     gate = report.categories["simple_python"]["bfcl"]["constrained"]["gate"]
     assert gate == {"runs": 2, "let_steer": 1, "scores": [0.7, -0.4], "score_texts": ["0.70", "-0.40"],
                     "method": "pmi", "threshold": 0.0}  # fmt: skip
@@ -502,7 +507,7 @@ def test_suite_reports_the_relevance_gate(tmp_path, monkeypatch):
     assert "| simple_python | 1/2 | 0.70, -0.40 |" in text
 
 
-class _CombinedGateScripted(_Scripted):
+class _CombinedGateScripted(_GatedScripted):
     """A ``pmi+name`` gate: pmi as ``_GatedScripted``, name 0.9 for the triangle request and 0.3 otherwise."""
 
     def relevance(self, conversations, tools):
@@ -516,18 +521,9 @@ class _CombinedGateScripted(_Scripted):
             out.append(Relevance((1 + triangle) / 2, triangle, 1.0, "pmi+name", (pmi, name)))
         return out
 
-    def generate(self, prompts, *, constrained, seed, on_step=None, steer_rows=None):
-        return super().generate(prompts, constrained=constrained, seed=seed, on_step=on_step)
-
 
 def test_suite_reports_a_combined_gate_per_part(tmp_path, monkeypatch):
-    from toolgrammar.bfcl_suite import parse_suite, run_suite
-
-    monkeypatch.delenv(bfcl.DATA_ENV, raising=False)
-    data = bfcl.locate_data([_fake_site(tmp_path, SAMPLE_ITEMS, SAMPLE_ANSWERS)])
-    config = CompareConfig(model="scripted", mode="schema", limit=None, out=str(tmp_path / "out"), progress=False,
-                           steer_gate="pmi+name")  # fmt: skip
-    report = run_suite(config, parse_suite("bfcl:simple_python"), generator_factory=_CombinedGateScripted, data=data)
+    report = _gated_suite(tmp_path, monkeypatch, "pmi+name", _CombinedGateScripted)
     gate = report.categories["simple_python"]["bfcl"]["constrained"]["gate"]
     assert (gate["let_steer"], gate["method"], gate["threshold"], gate["scores"]) == (1, "pmi+name", 1.0, [1.0, 0.5])
     runs = [json.loads(line) for line in (tmp_path / "out" / "bfcl-runs.jsonl").read_text().splitlines()]

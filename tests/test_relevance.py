@@ -618,24 +618,19 @@ def test_score_text():
                                        single.to_dict()]  # fmt: skip
 
 
-TRIANGLE_AREA = {
-    "type": "function",
-    "function": {
-        "name": "calculate_triangle_area",
-        "description": "Calculate the area of a triangle given its base and height.",
-        "parameters": {"type": "object", "properties": {"base": {"type": "integer"}, "height": {"type": "integer"}},
-                       "required": ["base", "height"]},
-    },
-}  # fmt: skip
-BODY_MASS_INDEX = {
-    "type": "function",
-    "function": {
-        "name": "determine_body_mass_index",
-        "description": "Calculate body mass index given weight and height.",
-        "parameters": {"type": "object", "properties": {"weight": {"type": "number"}, "height": {"type": "number"}},
-                       "required": ["weight", "height"]},
-    },
-}  # fmt: skip
+def _two_number_function(name: str, description: str, first: str, second: str, kind: str) -> dict[str, Any]:
+    properties = {first: {"type": kind}, second: {"type": kind}}
+    parameters = {"type": "object", "properties": properties, "required": [first, second]}
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
+
+
+TRIANGLE_AREA = _two_number_function(
+    "calculate_triangle_area", "Calculate the area of a triangle given its base and height.", "base", "height",
+    "integer",
+)  # fmt: skip
+BODY_MASS_INDEX = _two_number_function(
+    "determine_body_mass_index", "Calculate body mass index given weight and height.", "weight", "height", "number"
+)
 
 
 @pytest.mark.slow
