@@ -13,7 +13,16 @@ from hypothesis import strategies as st
 
 from toolgrammar.errors import GrammarError, ToolgrammarError
 from toolgrammar.formats import get_format
-from toolgrammar.serving import CallExtractor, StreamingCallExtractor, constraint_spec, tool_choice_option
+from toolgrammar.serving import (
+    STEER_ENV,
+    STEER_XARG,
+    CallExtractor,
+    StreamingCallExtractor,
+    constraint_spec,
+    flag,
+    steer_setting,
+    tool_choice_option,
+)
 from toolgrammar.tools import load_tools
 
 TOOLS = [
@@ -81,6 +90,52 @@ def test_spec_follows_the_request() -> None:
     # Unset options take the OpenAI defaults; thinking is on unless the template is told otherwise.
     spec = constraint_spec(TOOLS, format="hermes", tool_choice=None, parallel_tool_calls=None)
     assert (spec["tool_choice"], spec["parallel_tool_calls"], spec["reasoning"]) == ("auto", True, "enabled")
+
+
+def test_steering_goes_into_the_spec_only_when_on() -> None:
+    on = constraint_spec(TOOLS, format="hermes", steer_to_blocks=True)
+    off = constraint_spec(TOOLS, format="hermes")
+    assert on.pop("steer_to_blocks") is True
+    assert on == off and "steer_to_blocks" not in off
+    with pytest.raises(GrammarError, match="steer_to_blocks must be true or false, got 'yes'"):
+        constraint_spec(TOOLS, format="hermes", steer_to_blocks="yes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(True, True), (False, False), (1, True), (0, False), ("1", True), ("0", False), ("TRUE", True),
+     (" yes ", True), ("off", False), ("", False)],
+)  # fmt: skip
+def test_flag_reads_booleans_and_their_spellings(value: Any, expected: bool) -> None:
+    assert flag(value, where="w") is expected
+
+
+@pytest.mark.parametrize("value", [2, -1, 1.0, "maybe", None, [True]])
+def test_flag_refuses_anything_else_naming_where(value: Any) -> None:
+    with pytest.raises(GrammarError, match=r"the place must be true or false \(or 1/0\), got"):
+        flag(value, where="the place")
+
+
+@pytest.mark.parametrize(
+    ("xargs", "environ", "expected"),
+    [
+        (None, {}, False),  # off unless asked
+        ({}, {STEER_ENV: "1"}, True),  # the server's default
+        ({STEER_XARG: 0}, {STEER_ENV: "1"}, False),  # a request's own setting wins (vLLM sends JSON false as 0)
+        ({STEER_XARG: 1}, {STEER_ENV: "0"}, True),
+        ({STEER_XARG: True}, {}, True),
+        ({"other": 1}, {STEER_ENV: "no"}, False),
+    ],
+)
+def test_steer_setting_request_over_server_default(xargs: Any, environ: dict[str, str], expected: bool) -> None:
+    assert steer_setting(xargs, environ) is expected
+
+
+def test_steer_setting_names_the_bad_source() -> None:
+    with pytest.raises(GrammarError, match=f"vllm_xargs\\['{STEER_XARG}'\\] must be true or false"):
+        steer_setting({STEER_XARG: "perhaps"}, {})
+    with pytest.raises(GrammarError, match=f"the environment variable {STEER_ENV} must be true or false"):
+        steer_setting({}, {STEER_ENV: "perhaps"})
 
 
 @pytest.mark.parametrize(

@@ -503,20 +503,119 @@ def test_a_stop_after_the_last_brace_closes_the_block_as_in_transformers(rows: i
     assert hf.stop_closes == rows
 
 
-def test_close_on_stop_must_be_a_boolean_and_shares_the_compiled_grammar() -> None:
+@pytest.mark.parametrize(("key", "value"), [("close_on_stop", False), ("steer_to_blocks", True)])
+def test_processor_options_must_be_booleans_and_share_the_compiled_grammar(key: str, value: bool) -> None:
     from vllm import SamplingParams
 
     from toolgrammar.vllm import VllmToolCallLogitsProcessor, _compile_spec, extra_args
 
-    with pytest.raises(ValueError, match="close_on_stop'\\] must be true or false, got 'yes'"):
+    with pytest.raises(ValueError, match=f"{key}'\\] must be true or false, got 'yes'"):
         VllmToolCallLogitsProcessor.validate_params(
-            SamplingParams(extra_args={"toolgrammar": {"tools": _tools(), "close_on_stop": "yes"}})
+            SamplingParams(extra_args={"toolgrammar": {"tools": _tools(), key: "yes"}})
         )
-    spec = extra_args(_tools(), close_on_stop=False)["toolgrammar"]
-    assert _compile_spec(spec) is _compile_spec({k: v for k, v in spec.items() if k != "close_on_stop"})
+    spec = extra_args(_tools(), **{key: value})["toolgrammar"]
+    assert _compile_spec(spec) is _compile_spec({k: v for k, v in spec.items() if k != key})
     proc = _processor()
-    proc.update_state(_update(1, added=[(0, _params(64, close_on_stop=False), [1], [])]))
-    assert proc.rows[0].close_on_stop is False
+    proc.update_state(_update(1, added=[(0, _params(64, **{key: value}), [1], [])]))
+    row = proc.rows[0]
+    assert (row.close_on_stop, row.points is not None) == ((False, False) if key == "close_on_stop" else (True, True))
+
+
+FENCE, BRACE, HELLO, OPENER = 73594, 90, 9707, 151657
+"""Qwen3 ids of ```` ``` ````, ``{``, ``Hello`` and ``<tool_call>``."""
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["host-row", "batched"])
+def test_steering_in_route_2_gives_the_transformers_processor_logits(batched: bool) -> None:
+    """``steer_to_blocks`` in route 2 gives, step for step, the transformers processor's logits bit for bit.
+
+    Step 1, the start of the turn: the model prefers a code fence, then a bare brace; steered, the mass of
+    every other-shape opener is on ``<tool_call>`` (its logit their log-sum-exp and its own), every other
+    logit as it was; unsteered the fence wins. Step 2,
+    inside the block: masking only. Batched, a second row writes ``Hello`` first and then prefers a fence:
+    mid-prose is not a call point, so it is left alone; a plain request's row is untouched throughout."""
+    import torch
+    from vllm import SamplingParams
+
+    from toolgrammar.hf import ToolCallLogitsProcessor
+    from toolgrammar.steering import call_openers
+    from toolgrammar.vocab import load_qwen3_tokenizer, qwen3_vocabulary
+
+    rows = 2 if batched else 1
+    gen = torch.Generator().manual_seed(5)
+    first = torch.randn(rows, 151_936, generator=gen)
+    first[0, [FENCE, BRACE, OPENER]] = torch.tensor([10.0, 8.0, 1.0])
+    second = torch.randn(rows, 151_936, generator=gen)
+    if batched:
+        first[1, HELLO] = 30.0
+        second[1, FENCE] = 10.0
+    steps = ((first, []), (second, [OPENER, HELLO][:rows]))
+
+    def through_vllm(steer: bool) -> tuple[list[torch.Tensor], Any]:
+        proc = _processor()
+        outs: list[list[int]] = [[] for _ in range(rows)]
+        plain_out: list[int] = []
+        params = _params(64, tool_choice="auto", reasoning="disabled", steer_to_blocks=steer)
+        added = [(r, params, [1, 2, 3], outs[r]) for r in range(rows)]
+        proc.update_state(_update(rows + 1, added=[*added, (rows, SamplingParams(max_tokens=64), [1], plain_out)]))
+        got = []
+        for logits, new in steps:
+            for out, token in zip(outs, new, strict=False):
+                out.append(token)
+            plain_out.extend(new[:1])
+            batch = torch.cat([logits, logits[:1]]) if batched else logits.clone()
+            plain = batch[-1].clone()
+            proc.apply(batch)
+            if batched:
+                assert torch.equal(batch[-1], plain), "the plain request's row was changed"
+            got.append(batch[:rows].clone())
+        return got, proc
+
+    on, proc = through_vllm(True)
+    off, _ = through_vllm(False)
+    assert on[0][0].argmax() == OPENER and off[0][0].argmax() == FENCE
+    # Every other-shape opener (```python, {", [{ ...) pools, from the masked logits; every other logit is kept.
+    steered = torch.from_numpy(call_openers(qwen3_vocabulary(), "<tool_call>").steered)
+    pooled = torch.logsumexp(off[0][0, steered].double(), 0).float()
+    assert on[0][0, OPENER] == pooled and (on[0][0, steered[1:]] == -float("inf")).all()
+    rest = torch.ones(151_936, dtype=torch.bool)
+    rest[steered] = False
+    assert torch.equal(on[0][0, rest], off[0][0, rest])
+    assert torch.equal(on[1], off[1]), "steering acted inside a block or mid-prose"
+    if batched:
+        # Row 1 is at a call point at step 1 too (its openers pooled, Hello still far ahead), not at step 2.
+        assert on[0][1].argmax() == off[0][1].argmax() == HELLO and on[1][1].argmax() == FENCE
+    assert proc.stats()["steered_steps"] == rows  # each row once, at step 1
+
+    hf = ToolCallLogitsProcessor(
+        load_qwen3_tokenizer(), _tools(), max_new_tokens=64, reasoning="disabled", steer_to_blocks=True
+    )
+    prompt = torch.tensor([[1, 2, 3]] * rows)
+    for (logits, new), mine in zip(steps, on, strict=True):
+        prompt = torch.cat([prompt, torch.tensor([new]).T], dim=1) if new else prompt
+        assert torch.equal(hf(prompt, logits.clone()), mine)
+    assert hf.steered_steps == proc.stats()["steered_steps"]
+
+
+def test_steering_a_format_whose_opener_is_not_one_token_masks_and_logs(caplog: pytest.LogCaptureFixture) -> None:
+    """Qwen3's vocabulary has no single token for mistral's ``[TOOL_CALLS]``: the row is masked, not steered."""
+    import torch
+
+    from toolgrammar.testing import allowed_ids
+
+    proc = _processor()
+    params = _params(64, format="mistral", tool_choice="auto", steer_to_blocks=True)
+    with caplog.at_level("ERROR", logger="toolgrammar.vllm"):
+        proc.update_state(_update(1, added=[(0, params, [1], [])]))
+    assert "masked but not steered" in caplog.text and "[TOOL_CALLS]" in caplog.text
+    row = proc.rows[0]
+    assert row.points is None and not row.fresh
+    logits = torch.zeros(1, 151_936)
+    logits[0, FENCE] = 10.0
+    proc.apply(logits)
+    allowed = allowed_ids(row.cursor.mask(), row.cursor.grammar.table.n_tokens)
+    assert torch.isfinite(logits[0]).nonzero().flatten().tolist() == sorted(allowed.tolist())
+    assert logits[0].argmax() == FENCE and proc.stats()["steered_steps"] == 0
 
 
 # ------------------------------------------------------------------------------------------------

@@ -186,6 +186,35 @@ def test_parallel_tool_calls_false_allows_one_call(server: dict[str, Any]) -> No
         check_calls([(c.function.name, c.function.arguments) for c in calls], _tools())
 
 
+FENCE = 73594
+"""Qwen3's ```` ``` ```` token."""
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_steering_per_request_turns_a_fenced_start_into_a_call(server: dict[str, Any], stream: bool) -> None:
+    """``logit_bias`` makes a code fence the model's first choice (as the real 0.5B model's fenced calls are).
+    Steered through ``vllm_xargs``, the fence's mass opens a block: valid calls come back as ``tool_calls``;
+    the same request unsteered writes the fence and makes no call."""
+    from toolgrammar.serving import STEER_XARG
+
+    def ask(steer: Any) -> dict[str, Any]:
+        kwargs = {"tool_choice": "auto", "max_tokens": 64, "seed": 7, "logit_bias": {str(FENCE): 100},
+                  "extra_body": {"chat_template_kwargs": {"enable_thinking": False},
+                                 "vllm_xargs": {STEER_XARG: steer}}}  # fmt: skip
+        if stream:
+            return _stream(server, **kwargs)
+        message = _create(server, **kwargs).choices[0].message
+        calls = [(tc.function.name, tc.function.arguments) for tc in message.tool_calls or []]
+        return {"content": message.content, "calls": calls}
+
+    steered, plain = ask(True), ask(False)
+    assert steered["calls"], steered
+    check_calls(steered["calls"], _tools())
+    assert not plain["calls"] and (plain["content"] or "").startswith("```"), plain
+    assert ask(1) == steered and ask(0) == plain  # vLLM may hand a JSON true over as 1: both mean on
+    _alive(server)
+
+
 def _hostile_bodies(model: str) -> dict[str, tuple[dict[str, Any], str]]:
     tools = _tools()
     base = {"model": model, "messages": MESSAGES, "max_tokens": 16}
@@ -231,6 +260,10 @@ def _hostile_bodies(model: str) -> dict[str, tuple[dict[str, Any], str]]:
             "tool_choice",
         ),
         "tools of a wrong type": ({**base, "tools": "run_tests"}, "tools"),
+        "steering neither on nor off": (
+            {**base, "tools": tools, "vllm_xargs": {"toolgrammar_steer_to_blocks": "perhaps"}},
+            "must be true or false",
+        ),
     }
 
 

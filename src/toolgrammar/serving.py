@@ -7,6 +7,9 @@ vLLM import, so it is tested on its own and any OpenAI-compatible server can reu
   template's ``enable_thinking`` of a request and returns the spec the logits processor takes
   (:mod:`toolgrammar.vllm`, ``extra_args["toolgrammar"]``), checked by compiling it. The budget is
   not in it: the processor reads the request's ``max_tokens`` itself.
+* :func:`steer_setting` decides whether a request is steered (:mod:`toolgrammar.steering`): the
+  request's ``vllm_xargs["toolgrammar_steer_to_blocks"]`` if it has one, else the server's
+  ``TOOLGRAMMAR_STEER_TO_BLOCKS`` environment variable, else off.
 * :class:`CallExtractor` turns a whole turn into ``(content, calls)``; :class:`StreamingCallExtractor`
   does it incrementally and always adds up to the same result, for every chunking.
 
@@ -54,6 +57,35 @@ def tool_choice_option(tool_choice: Any) -> str:
     )
 
 
+STEER_ENV = "TOOLGRAMMAR_STEER_TO_BLOCKS"
+"""The server-wide default of steering (``1``/``true``/``yes`` or ``0``/``false``/``no``; unset: off)."""
+STEER_XARG = "toolgrammar_steer_to_blocks"
+"""The ``vllm_xargs`` key that turns steering on or off for one request (overrides :data:`STEER_ENV`)."""
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+
+
+def flag(value: Any, *, where: str) -> bool:
+    """A yes/no setting as a bool: ``True``/``False``, ``1``/``0``, or their spellings in ``true``/``false``,
+    ``yes``/``no``, ``on``/``off`` (any case). vLLM's ``vllm_xargs`` turns a JSON ``true`` into ``1``, so
+    both must mean the same. Raises :class:`~toolgrammar.errors.GrammarError` naming ``where`` otherwise."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+        return value.strip().lower() in _TRUE
+    raise GrammarError(f"{where} must be true or false (or 1/0), got {value!r}")
+
+
+def steer_setting(xargs: Mapping[str, Any] | None, environ: Mapping[str, str]) -> bool:
+    """Whether a request is steered: its ``vllm_xargs[STEER_XARG]``, else the server's ``STEER_ENV``, else off."""
+    if xargs and STEER_XARG in xargs:
+        return flag(xargs[STEER_XARG], where=f"vllm_xargs[{STEER_XARG!r}]")
+    return flag(environ.get(STEER_ENV, ""), where=f"the environment variable {STEER_ENV}")
+
+
 def constraint_spec(
     tools: Sequence[Mapping[str, Any]],
     *,
@@ -62,11 +94,13 @@ def constraint_spec(
     parallel_tool_calls: bool | None = True,
     chat_template_kwargs: Mapping[str, Any] | None = None,
     mode: str = "schema",
+    steer_to_blocks: bool = False,
 ) -> dict[str, Any]:
     """The logits processor's spec for one chat request, checked by compiling it.
 
     ``reasoning`` follows the chat template: ``enable_thinking=False`` (Qwen3's switch) renders an empty
     reasoning part into the prompt, so the turn has none; otherwise the turn may open with one.
+    ``steer_to_blocks`` goes into the spec only when on (:mod:`toolgrammar.steering`).
     Raises :class:`~toolgrammar.errors.ToolgrammarError` (a bad tool, an unknown named tool, ...).
     """
     registered_format(format, where="the tool parser's format")
@@ -81,6 +115,10 @@ def constraint_spec(
         "parallel_tool_calls": True if parallel_tool_calls is None else parallel_tool_calls,
         "reasoning": "disabled" if thinking is False else "enabled",
     }
+    if not isinstance(steer_to_blocks, bool):
+        raise GrammarError(f"steer_to_blocks must be true or false, got {steer_to_blocks!r}")
+    if steer_to_blocks:
+        spec["steer_to_blocks"] = True
     compiled_turn(spec)
     return spec
 

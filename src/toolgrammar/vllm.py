@@ -28,6 +28,7 @@ Route 2, the logits processor (:class:`VllmToolCallLogitsProcessor`)
 
         SamplingParams(max_tokens=256, extra_args=extra_args(tools, tool_choice="required"))
         # OpenAI server: extra_body={"vllm_xargs": extra_args(tools, as_json=True)}
+        # steered (toolgrammar.steering): extra_args(tools, steer_to_blocks=True)
 
     Requests without the ``"toolgrammar"`` key are untouched. Loaded per engine, not per request.
     Not available with speculative decoding: vLLM refuses a named processor there, and silently
@@ -74,6 +75,7 @@ from typing import TYPE_CHECKING, Any
 from .closing import close_row, follow, log_sum, stop_ids
 from .errors import GrammarError, ProcessorError, ToolgrammarError
 from .grammar import GrammarOptions, TurnGrammar, compile_turn
+from .steering import CallPoints, call_openers, steer_row
 from .structural_tag import structural_tag, turn_structural_tag, xgrammar_regex
 
 if TYPE_CHECKING:
@@ -98,12 +100,13 @@ EXTRA_ARGS_KEY = "toolgrammar"
 ENTRY_POINT = "toolgrammar.vllm:VllmToolCallLogitsProcessor"
 """What to pass to ``--logits-processors`` / ``LLM(logits_processors=[...])``."""
 
-PROCESSOR_KEYS = ("close_on_stop",)
+PROCESSOR_KEYS = ("close_on_stop", "steer_to_blocks")
 """Spec keys that set the processor's behaviour for the request, not its grammar."""
 
 SPEC_KEYS = ("tools", "mode", *GrammarOptions.__dataclass_fields__, *PROCESSOR_KEYS)
 """Keys a request's ``extra_args["toolgrammar"]`` may hold: ``tools`` (required), ``mode``, the grammar
-options, and ``close_on_stop`` (route 2 only; default ``True``, see :mod:`toolgrammar.closing`)."""
+options, ``close_on_stop`` (route 2 only; default ``True``, see :mod:`toolgrammar.closing`) and
+``steer_to_blocks`` (route 2 only; default ``False``, see :mod:`toolgrammar.steering`)."""
 
 
 # ================================================================================================
@@ -170,10 +173,9 @@ def _normalize_spec(raw: Any) -> dict[str, Any]:
         )
     if "tools" not in raw:
         raise GrammarError(f"extra_args[{EXTRA_ARGS_KEY!r}] needs 'tools' (the OpenAI tool list)")
-    if "close_on_stop" in raw and not isinstance(raw["close_on_stop"], bool):
-        raise GrammarError(
-            f"extra_args[{EXTRA_ARGS_KEY!r}]['close_on_stop'] must be true or false, got {raw['close_on_stop']!r}"
-        )
+    for key in PROCESSOR_KEYS:
+        if key in raw and not isinstance(raw[key], bool):
+            raise GrammarError(f"extra_args[{EXTRA_ARGS_KEY!r}][{key!r}] must be true or false, got {raw[key]!r}")
     if "format" in raw:  # data from a request: it selects a registered format, it never names code to import
         from .formats import registered_format
 
@@ -227,6 +229,10 @@ class _Row:
     """The closing probability carried (``close_on_stop``; see :mod:`toolgrammar.closing`)."""
     pending: tuple[int, float] | None = None
     """This step's closer and the closing probability if it is taken."""
+    points: CallPoints | None = None
+    """Where a block may open, for ``steer_to_blocks`` (``None``: the row is not steered)."""
+    fresh: bool = False
+    """At a call point now (``steer_to_blocks``; see :mod:`toolgrammar.steering`)."""
 
 
 _live: weakref.WeakSet[VllmToolCallLogitsProcessor] = weakref.WeakSet()
@@ -240,9 +246,11 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
     (see :func:`extra_args`); its ``max_tokens`` is the budget. Keys: ``tools`` (required),
     ``mode`` (``"schema"`` | ``"strings"``), and the grammar options (:class:`~toolgrammar.grammar.GrammarOptions`:
     ``format``, ``tool_choice``, ``parallel_tool_calls``, ``reasoning``, ``whitespace``,
-    ``max_whitespace``, ``escape_markers``, ``after_calls``), and ``close_on_stop`` (default ``True``: a
+    ``max_whitespace``, ``escape_markers``, ``after_calls``), ``close_on_stop`` (default ``True``: a
     stop where the block's call is complete closes the block, as in the transformers processor; see
-    :mod:`toolgrammar.closing`). Other requests are untouched.
+    :mod:`toolgrammar.closing`) and ``steer_to_blocks`` (default ``False``: at a call point the
+    probability of tokens that open a fenced or bare-JSON call moves onto the block opener, as in the
+    transformers processor; see :mod:`toolgrammar.steering`). Other requests are untouched.
 
     One instance per engine, built by vLLM (``__init__(vllm_config, device, is_pin_memory)``). The
     tokenizer's vocabulary is read on the first toolgrammar request (about a second for Qwen3's
@@ -273,11 +281,14 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
         self._vocab: Vocabulary | None = None
         self._vocab_error: str | None = None
         self._grammars: dict[str, TokenGrammar] = {}
+        self._points: dict[str, CallPoints] = {}
         self._logged: set[str] = set()
         self.n_requests = 0
         self.n_errors = 0
         self.stop_closes = 0
         """Blocks closed by a closer that a stop, more likely than not, chose (``close_on_stop``)."""
+        self.steered_steps = 0
+        """Rows x steps at which steering moved probability onto the block opener (``steer_to_blocks``)."""
         scheduler_config = getattr(vllm_config, "scheduler_config", None)
         named = bool(getattr(model_config, "logits_processors", None))
         self.placeholder_risk = bool(getattr(scheduler_config, "async_scheduling", False)) and not named
@@ -334,6 +345,7 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
         closing_rows: list[_Row] = []  # rows whose stop goes to a close this step (close_on_stop)
         close_at: list[int] = []
         closers: list[np.ndarray] = []
+        steer: list[tuple[int, CallPoints]] = []  # rows at a call point (steer_to_blocks)
         n_tokens = 0
         for index, row in self.rows.items():
             if index >= logits.shape[0]:
@@ -345,6 +357,8 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
             rows.append(index)
             masks.append(mask)
             n_tokens = row.cursor.grammar.table.n_tokens
+            if row.fresh and row.points is not None:
+                steer.append((index, row.points))
             if row.close_on_stop:
                 ids = row.cursor.closing_tokens()
                 if len(ids):
@@ -359,6 +373,8 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
             self.applier.apply_host_row(view, masks[0], n_tokens)
             if stop is not None:
                 closing_rows[0].pending = close_row(view, stop, closers[0], closing_rows[0].closing)
+            if steer:
+                self.steered_steps += steer_row(view, steer[0][1].openers)
         elif rows:
             stop_at = self.applier.stop_logits(logits, close_at, stops) if closing_rows else None
             self.applier.apply(logits, rows, masks, n_tokens)
@@ -366,7 +382,16 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
                 got = self.applier.close(logits, close_at, stop_at, closers, [r.closing for r in closing_rows])
                 for row, pending in zip(closing_rows, got, strict=True):
                     row.pending = pending
+            self._steer(logits, steer)
         return logits
+
+    def _steer(self, logits: torch.Tensor, steer: list[tuple[int, CallPoints]]) -> None:
+        """Steer the batch's rows at a call point, one pass per set of openers (one per vocabulary and opener)."""
+        groups: dict[int, tuple[CallPoints, list[int]]] = {}
+        for index, points in steer:
+            groups.setdefault(id(points.openers), (points, []))[1].append(index)
+        for points, indices in groups.values():
+            self.steered_steps += self.applier.steer(logits, indices, points.openers)
 
     # -- rows ----------------------------------------------------------------------------------------
 
@@ -409,7 +434,9 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
                 f"first call (tool_choice={grammar.grammar.options.tool_choice!r}); that call can be cut",
                 logging.WARNING,
             )
-        return _Row(cursor, output_ids, close_on_stop=spec.get("close_on_stop", True))
+        points = self._call_points(spec, grammar) if spec.get("steer_to_blocks", False) else None
+        fresh = points is not None and points.initial(cursor.state)
+        return _Row(cursor, output_ids, close_on_stop=spec.get("close_on_stop", True), points=points, fresh=fresh)
 
     def _catch_up(self, row: _Row) -> None:
         """Feed the cursor the tokens vLLM appended to the request's output since the last step."""
@@ -420,6 +447,7 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
                 row.consumed = len(ids)
                 return
             token = ids[row.consumed]
+            before = cursor.state
             if token < 0:
                 cursor.error = f"placeholder token id {token} at output position {row.consumed}"
                 self.n_errors += 1
@@ -437,6 +465,8 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
                     "Something else changed the row's logits (min_tokens, a thinking budget, another processor)",
                 )
             self._follow_close(row, token)
+            if row.points is not None:
+                row.fresh = cursor.error is None and row.points.update(row.fresh, before, token, cursor.state)
             row.consumed += 1
 
     def _follow_close(self, row: _Row, token: int) -> None:
@@ -461,6 +491,25 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
                 self._grammars.pop(next(iter(self._grammars)))
             self._grammars[key] = tg
         return tg
+
+    def _call_points(self, spec: dict[str, Any], grammar: TokenGrammar) -> CallPoints | None:
+        """Where a block may open in ``grammar`` (shared by every request with the spec's grammar).
+
+        ``None``, logged once, when the vocabulary has no single token for the format's block opener:
+        the request is then masked as usual, not steered."""
+        key = _grammar_key(spec)
+        points = self._points.get(key)
+        if points is None:
+            block_open = _compile_spec(spec).format.markers.block_open
+            try:
+                openers = call_openers(self.vocabulary(), block_open)
+            except ToolgrammarError as error:
+                self._log_once(f"steer:{block_open}", f"toolgrammar: request masked but not steered: {error}")
+                return None
+            if len(self._points) >= _MAX_TURNS:
+                self._points.pop(next(iter(self._points)))
+            points = self._points[key] = CallPoints(grammar, openers)
+        return points
 
     def vocabulary(self) -> Vocabulary:
         """The model tokenizer's vocabulary, read once (raises :class:`ProcessorError` if there is none)."""
@@ -501,12 +550,14 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
     # -- reporting ------------------------------------------------------------------------------------
 
     def stats(self) -> dict[str, int]:
-        """Counters for logs and tests: requests seen, rows tracked now, errors, blocks ``close_on_stop`` closed."""
+        """Counters for logs and tests: requests seen, rows tracked now, errors, blocks ``close_on_stop`` closed,
+        rows x steps steered (``steer_to_blocks``)."""
         return {
             "requests": self.n_requests,
             "rows": len(self.rows),
             "errors": self.n_errors,
             "stop_closes": self.stop_closes,
+            "steered_steps": self.steered_steps,
         }
 
 

@@ -32,6 +32,12 @@ What vLLM decides, not this plugin:
 * The Responses API (``/v1/responses``) is passed through unconstrained (a warning is logged once):
   only Chat Completions requests are constrained.
 
+Steering (:mod:`toolgrammar.steering`), for models that mean to call but write the call as fenced
+or bare JSON (Qwen2.5-Coder-0.5B does): at a call point the probability of such an opener moves onto
+the block opener, so the call becomes a real block and a real ``tool_calls`` entry. Off by default;
+on for the whole server with ``TOOLGRAMMAR_STEER_TO_BLOCKS=1`` in its environment, and per request
+with ``extra_body={"vllm_xargs": {"toolgrammar_steer_to_blocks": true}}`` (or ``false``), which wins.
+
 Refused with HTTP 400: a request that also sets ``response_format``/``structured_outputs`` next to
 tools (two constraints would fight), and one whose ``vllm_xargs`` already holds a ``toolgrammar``
 spec (this server builds it from the request's tools).
@@ -41,6 +47,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -57,7 +64,16 @@ from vllm.renderers.chat_utils import make_tool_call_id
 from vllm.tool_parsers.abstract_tool_parser import ToolParser, ToolParserManager
 
 from .errors import ToolgrammarError
-from .serving import CallExtractor, StreamingCallExtractor, compiled_turn, constraint_spec
+from .formats import get_format
+from .serving import (
+    STEER_ENV,
+    STEER_XARG,
+    CallExtractor,
+    StreamingCallExtractor,
+    compiled_turn,
+    constraint_spec,
+    steer_setting,
+)
 from .turn import ToolCall as TurnCall
 from .vllm import EXTRA_ARGS_KEY
 
@@ -109,16 +125,30 @@ class ToolgrammarToolParser(ToolParser):
                 f"vllm_xargs[{EXTRA_ARGS_KEY!r}]"
             )
         try:
-            spec = self._spec(request)
+            steer = steer_setting(xargs, os.environ)
+            xargs.pop(STEER_XARG, None)
+            spec = self._spec(request, steer_to_blocks=steer)
         except ToolgrammarError as error:
             raise ValueError(f"toolgrammar: {error}") from error
+        if steer:
+            self._check_steerable()
         xargs[EXTRA_ARGS_KEY] = json.dumps(spec, ensure_ascii=False)
         request.vllm_xargs = xargs
         # The markers are special tokens in some vocabularies; skipping them would hide the calls.
         request.skip_special_tokens = False
         return request
 
-    def _spec(self, request: Any) -> dict[str, Any]:
+    def _check_steerable(self) -> None:
+        """Steering moves probability onto the block opener's token: refuse (HTTP 400) where there is none."""
+        opener = get_format(self.format_name).markers.block_open
+        ids = self.model_tokenizer.encode(opener, add_special_tokens=False)
+        if len(ids) != 1:
+            raise ValueError(
+                f"toolgrammar: steering needs the block opener {opener!r} as one token of this model's vocabulary, "
+                f"and it is {len(ids)}; send vllm_xargs {{{STEER_XARG!r}: false}} or unset {STEER_ENV}"
+            )
+
+    def _spec(self, request: Any, *, steer_to_blocks: bool = False) -> dict[str, Any]:
         tool_choice = request.tool_choice
         if hasattr(tool_choice, "model_dump"):
             tool_choice = tool_choice.model_dump()
@@ -128,6 +158,7 @@ class ToolgrammarToolParser(ToolParser):
             tool_choice=tool_choice,
             parallel_tool_calls=request.parallel_tool_calls,
             chat_template_kwargs=request.chat_template_kwargs,
+            steer_to_blocks=steer_to_blocks,
         )
 
     def _extractor(self, request: Any, streaming: bool) -> CallExtractor | StreamingCallExtractor | None:

