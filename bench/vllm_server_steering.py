@@ -18,6 +18,12 @@ intended call no client can run). Writes ``bench/results/vllm-server-steering-<d
 Columns: requests answered with ``tool_calls``; calls returned (all must be valid); the expected tool
 as the first call, of the tasks that name one; that call with the expected arguments too; requests
 whose ``content`` holds an other-shape call; completion tokens; wall time of the pass.
+
+With ``--suite bfcl:CATEGORY,...`` (and ``--limit N`` items of each) the requests are BFCL's items instead,
+their functions as tools (mapped as ``toolgrammar compare --suite`` maps them), and each answer is scored
+with BFCL's rules (:mod:`toolgrammar.bfcl`): its ``tool_calls`` as BFCL's Qwen reader reads blocks, and
+with the calls in ``content`` read too. ``--against RUNS.jsonl`` (a ``toolgrammar compare --suite`` run of the
+same items) counts, per item, whether the steered server's verdict equals that run's constrained one.
 """
 
 from __future__ import annotations
@@ -154,6 +160,134 @@ def summarize(side: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def bfcl_plan(suite: str, limit: int) -> list[tuple[Any, Any, list[dict[str, Any]], bool]]:
+    """BFCL's items of the suite's categories (the first ``limit`` of each): the item, its tools loaded for the
+    grammar, the tools to send, and whether those had to be the normalized schemas.
+
+    The server loads a request's tools strictly (a schema it cannot enforce is an HTTP 400), and many BFCL tools
+    need ``compare --suite``'s lenient loading (``format: "float"`` on a number, ``optional``...): those items send
+    the schemas as loaded (what the grammar enforces), so their prompt shows them instead of BFCL's own."""
+    from toolgrammar import bfcl
+    from toolgrammar.bfcl_suite import parse_suite
+    from toolgrammar.errors import ToolSchemaError
+    from toolgrammar.tools import load_tools
+
+    plan = []
+    for category in parse_suite(suite):
+        items = bfcl.load_category(category)
+        for item in items[:limit] if limit else items:
+            toolset, _ = bfcl.grammar_tools(bfcl.to_openai_tools(item.functions, category), mode="schema")
+            tools, normalized = toolset.to_openai(), False
+            try:
+                load_tools(tools, mode="schema")
+            except ToolSchemaError:
+                normalized = True
+                tools = [
+                    {"type": "function", "function": {"name": t.name, "description": t.description,
+                                                      "parameters": t.parameters}}
+                    for t in toolset
+                ]  # fmt: skip
+            plan.append((item, toolset, tools, normalized))
+    return plan
+
+
+def bfcl_side(client: Any, model: str, plan: list[tuple[Any, Any]], config: Any, steer: bool,
+              max_tokens: int) -> dict[str, Any]:  # fmt: skip
+    """Every item once; each answer scored by BFCL's rules, as blocks and with other-shape calls read too."""
+    from toolgrammar.bfcl_suite import score_turn
+    from toolgrammar.compare.judging import judge_turn
+    from toolgrammar.formats import get_format
+
+    hermes = get_format("hermes")
+
+    def one(entry: tuple[Any, Any, list[dict[str, Any]], bool]) -> dict[str, Any]:
+        item, toolset, tools, normalized = entry
+        answer = ask(client, model, list(item.messages), tools, steer, max_tokens)
+        blocks = "\n".join(hermes.render_call(c["name"], c["arguments"]) for c in answer["calls"])
+        content = answer["content"] or ""
+        turn = {"text": content + ("\n" if content and blocks else "") + blocks,
+                "other_shape_calls": judge_turn(content, toolset, config)["other_shape_calls"]}  # fmt: skip
+        return {"task": item.id, "category": item.category, "normalized_tools": normalized, **answer,
+                "bfcl": score_turn(item, turn)}  # fmt: skip
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        runs = list(pool.map(one, plan))
+    return {"seconds": time.perf_counter() - started, "runs": runs}
+
+
+def bfcl_summary(side: dict[str, Any]) -> dict[str, dict[str, int]]:
+    by: dict[str, dict[str, int]] = {}
+    for r in side["runs"]:
+        c = by.setdefault(r["category"], {"items": 0, "right": 0, "right_any_shape": 0, "with_tool_calls": 0})
+        c["items"] += 1
+        c["right"] += bool(r["bfcl"]["verdict"]["valid"])
+        c["right_any_shape"] += bool(r["bfcl"]["any_shape"]["valid"])
+        c["with_tool_calls"] += bool(r["calls"])
+    return by
+
+
+def agreement(side: dict[str, Any], against: Path) -> dict[str, int]:
+    """Items whose BFCL verdict here equals the constrained verdict of a ``toolgrammar compare --suite`` run
+    (all of them, and those that sent BFCL's own tools, whose prompt is that run's). Only the items that run
+    steered count: the server has no relevance gate, so an item a gate held back there is not comparable."""
+    theirs = {}
+    for line in against.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        gate = record.get("constrained", {}).get("steer_gate")
+        if record.get("type") == "run" and (gate is None or gate["relevant"]):
+            theirs[record["task_id"]] = bool(record["constrained"]["bfcl"]["verdict"]["valid"])
+    mine = {r["task"]: bool(r["bfcl"]["verdict"]["valid"]) for r in side["runs"]}
+    shared = sorted(set(mine) & set(theirs))
+    own = {r["task"] for r in side["runs"] if not r["normalized_tools"]} & set(shared)
+    return {
+        "items": len(shared),
+        "same_verdict": sum(mine[t] == theirs[t] for t in shared),
+        "items_own_tools": len(own),
+        "same_verdict_own_tools": sum(mine[t] == theirs[t] for t in own),
+    }
+
+
+def bfcl_markdown(results: dict[str, Any]) -> str:
+    env = results["environment"]
+    lines = [
+        f"# BFCL through a real vLLM server, the embedded model, steered or not ({results['date']})",
+        "",
+        f"Machine: {env['cpu']}; {env['versions']}. Model: {results['model']}. "
+        f"Produced by `{results['command']}`; server start-up {results['startup_s']:.0f} s.",
+        f"Requests: BFCL's items ({results['suite']}, the first {results['limit'] or 'all'} of each), plain Chat "
+        f'Completions with the items\' functions as tools, `tool_choice="auto"`, greedy, `max_tokens` '
+        f"{results['max_tokens']}, eight at a time. Accuracy by BFCL's rules.",
+        "",
+        "| category | unsteered | steered | unsteered, calls in `content` read too | steered: with `tool_calls` |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    un, st = results["bfcl"]["unsteered"], results["bfcl"]["steered"]
+    total = {"u": 0, "s": 0, "a": 0, "n": 0}
+    for category, u in un.items():
+        s = st[category]
+        lines.append(
+            f"| {category} | {u['right']}/{u['items']} | {s['right']}/{s['items']} | "
+            f"{u['right_any_shape']}/{u['items']} | {s['with_tool_calls']}/{s['items']} |"
+        )
+        total["u"] += u["right"]
+        total["s"] += s["right"]
+        total["a"] += u["right_any_shape"]
+        total["n"] += u["items"]
+    n = total["n"]
+    lines.append(f"| sum | {total['u']}/{n} | {total['s']}/{n} | {total['a']}/{n} | |")
+    seconds = {name: side["seconds"] for name, side in results["sides"].items()}
+    lines += ["", f"Wall time: unsteered {seconds['unsteered']:.0f} s, steered {seconds['steered']:.0f} s."]
+    if "agreement" in results:
+        a = results["agreement"]
+        lines.append(
+            f"Steered verdicts equal to `{results['against']}`'s constrained ones, on the items it steered: "
+            f"{a['same_verdict']} of {a['items']} items ({a['same_verdict_own_tools']} of the "
+            f"{a['items_own_tools']} that sent BFCL's own tools; the others sent the schemas as loaded)."
+        )
+    return "\n".join(lines) + "\n"
+
+
 def markdown(results: dict[str, Any]) -> str:
     env = results["environment"]
     lines = [
@@ -201,7 +335,9 @@ def cpu_model() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path, default=None, help="model directory (default: the embedded model)")
-    parser.add_argument("--limit", type=int, default=0, help="first N tasks only (0: all)")
+    parser.add_argument("--limit", type=int, default=0, help="first N tasks (BFCL: of each category) only (0: all)")
+    parser.add_argument("--suite", default=None, help="bfcl:CATEGORY,... : BFCL's items instead of the bundled tasks")
+    parser.add_argument("--against", type=Path, default=None, help="with --suite: a compare --suite bfcl-runs.jsonl")
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--no-write", action="store_true", help="print the table, write no files")
     args = parser.parse_args(argv)
@@ -213,6 +349,9 @@ def main(argv: list[str] | None = None) -> int:
 
     model = args.model or provision_qwen25_coder()
     config = CompareConfig(limit=args.limit or None, max_new_tokens=args.max_tokens, progress=False, format="hermes")
+    if args.against is not None and args.suite is None:
+        parser.error("--against needs --suite")
+    plan = bfcl_plan(args.suite, args.limit) if args.suite else None
     tools, tasks = prepare(config)
     log = Path(os.environ.get("TMPDIR", "/tmp")) / "toolgrammar-vllm-server-steering.log"
     t0 = time.perf_counter()
@@ -224,7 +363,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name, steer in STEER_SIDES.items():
             print(f"{name} ...", file=sys.stderr, flush=True)
-            sides[name] = run_side(client, str(model), tasks, tools, config, steer, args.max_tokens)
+            if plan is not None:
+                sides[name] = bfcl_side(client, str(model), plan, config, steer, args.max_tokens)
+            else:
+                sides[name] = run_side(client, str(model), tasks, tools, config, steer, args.max_tokens)
     finally:
         proc.terminate()
         try:
@@ -232,25 +374,32 @@ def main(argv: list[str] | None = None) -> int:
         except subprocess.TimeoutExpired:
             proc.kill()
     date = dt.date.today().isoformat()
-    results = {
+    command = "VLLM_CPU_KVCACHE_SPACE=2 .venv-vllm/bin/python bench/vllm_server_steering.py"
+    for flag, value in (("--suite", args.suite), ("--limit", args.limit or None), ("--against", args.against)):
+        command += f" {flag} {value}" if value is not None else ""
+    results: dict[str, Any] = {
         "date": date,
-        "command": "VLLM_CPU_KVCACHE_SPACE=2 .venv-vllm/bin/python bench/vllm_server_steering.py"
-        + (f" --limit {args.limit}" if args.limit else ""),
+        "command": command,
         "environment": {"cpu": cpu_model(), "versions": versions()},
         "model": "Qwen2.5-Coder-0.5B-Instruct (Q4_K_M de-quantized, bfloat16 in vLLM)"
         if args.model is None
         else str(model),
-        "tasks": len(tasks),
         "max_tokens": args.max_tokens,
         "startup_s": startup,
-        "summary": {name: summarize(side) for name, side in sides.items()},
         "sides": sides,
     }
-    text = markdown(results)
+    if plan is not None:
+        results.update(suite=args.suite, limit=args.limit, bfcl={n: bfcl_summary(side) for n, side in sides.items()})
+        if args.against is not None:
+            results.update(against=str(args.against), agreement=agreement(sides["steered"], args.against))
+        text = bfcl_markdown(results)
+    else:
+        results.update(tasks=len(tasks), summary={name: summarize(side) for name, side in sides.items()})
+        text = markdown(results)
     print(text)
     if not args.no_write:
         RESULTS_DIR.mkdir(exist_ok=True)
-        stem = RESULTS_DIR / f"vllm-server-steering-{date}"
+        stem = RESULTS_DIR / f"vllm-server-steering-{'bfcl-' if plan is not None else ''}{date}"
         stem.with_suffix(".md").write_text(text, encoding="utf-8")
         stem.with_suffix(".json").write_text(json.dumps(results, indent=1, ensure_ascii=False), encoding="utf-8")
     return 0

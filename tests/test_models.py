@@ -124,12 +124,36 @@ def test_wrong_hash_is_refused_and_nothing_is_left_behind(monkeypatch, tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]  # no cache, no half-built directory
 
 
-def test_a_provisioned_cache_is_used_without_the_parts(monkeypatch, tmp_path):
+def _provisioned(tmp_path: Path, generation_config: dict | None) -> Path:
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / models._DONE_MARKER).write_text("done\n")
+    if generation_config is not None:
+        (cache / "generation_config.json").write_text(json.dumps(generation_config))
+    return cache
+
+
+def test_a_provisioned_cache_is_used_without_the_parts(monkeypatch, tmp_path):
+    cache = _provisioned(tmp_path, {"eos_token_id": [151645, 151643]})
     monkeypatch.setattr(importlib.util, "find_spec", lambda *a, **k: pytest.fail("parts looked up"))
+    before = (cache / "generation_config.json").read_bytes()
     assert provision_qwen25_coder(cache) == cache
+    assert (cache / "generation_config.json").read_bytes() == before  # already right: not rewritten
+
+
+def test_an_older_cache_gets_the_upstream_end_tokens(tmp_path):
+    """The GGUF lists <|im_end|> alone; vLLM, reading the folder, would then write on past <|endoftext|>."""
+    cache = _provisioned(tmp_path, {"bos_token_id": 151643, "eos_token_id": 151645, "pad_token_id": 151643})
+    provision_qwen25_coder(cache)
+    config = json.loads((cache / "generation_config.json").read_text())
+    assert config == {"bos_token_id": 151643, "eos_token_id": [151645, 151643], "pad_token_id": 151643}
+    assert sorted(p.name for p in cache.iterdir()) == ["generation_config.json", models._DONE_MARKER]
+
+
+def test_a_cache_without_its_generation_config_is_named(tmp_path):
+    cache = _provisioned(tmp_path, None)
+    with pytest.raises(ModelError, match=r"generation_config\.json: cannot read.*delete .* to convert again"):
+        provision_qwen25_coder(cache)
 
 
 def test_default_cache_dir_follows_the_environment(monkeypatch, tmp_path):

