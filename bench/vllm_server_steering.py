@@ -248,17 +248,26 @@ def agreement(side: dict[str, Any], against: Path) -> dict[str, int]:
     }
 
 
-def bfcl_markdown(results: dict[str, Any]) -> str:
+def _header(results: dict[str, Any], title: str, requests: str) -> list[str]:
+    """The report's title, machine, model, command and what was sent."""
     env = results["environment"]
-    lines = [
-        f"# BFCL through a real vLLM server, the embedded model, steered or not ({results['date']})",
+    return [
+        f"# {title} ({results['date']})",
         "",
         f"Machine: {env['cpu']}; {env['versions']}. Model: {results['model']}. "
         f"Produced by `{results['command']}`; server start-up {results['startup_s']:.0f} s.",
-        f"Requests: BFCL's items ({results['suite']}, the first {results['limit'] or 'all'} of each), plain Chat "
-        f'Completions with the items\' functions as tools, `tool_choice="auto"`, greedy, `max_tokens` '
-        f"{results['max_tokens']}, eight at a time. Accuracy by BFCL's rules.",
+        f'Requests: {requests}, `tool_choice="auto"`, greedy, `max_tokens` {results["max_tokens"]}, eight at a time.',
         "",
+    ]
+
+
+def bfcl_markdown(results: dict[str, Any]) -> str:
+    requests = (
+        f"BFCL's items ({results['suite']}, the first {results['limit'] or 'all'} of each; accuracy by BFCL's "
+        "rules), plain Chat Completions with the items' functions as tools"
+    )
+    lines = [
+        *_header(results, "BFCL through a real vLLM server, the embedded model, steered or not", requests),
         "| category | unsteered | steered | unsteered, calls in `content` read too | steered: with `tool_calls` |",
         "|---|---:|---:|---:|---:|",
     ]
@@ -289,15 +298,9 @@ def bfcl_markdown(results: dict[str, Any]) -> str:
 
 
 def markdown(results: dict[str, Any]) -> str:
-    env = results["environment"]
+    requests = f"the first turn of the {results['tasks']} bundled tasks, plain Chat Completions with the tools"
     lines = [
-        f"# A real vLLM server, the embedded model, steered or not ({results['date']})",
-        "",
-        f"Machine: {env['cpu']}; {env['versions']}. Model: {results['model']}. "
-        f"Produced by `{results['command']}`; server start-up {results['startup_s']:.0f} s.",
-        f"Requests: the first turn of the {results['tasks']} bundled tasks, plain Chat Completions with the tools, "
-        f'`tool_choice="auto"`, greedy, `max_tokens` {results["max_tokens"]}, eight at a time.',
-        "",
+        *_header(results, "A real vLLM server, the embedded model, steered or not", requests),
         "| requests | with `tool_calls` | calls (invalid) | expected tool | expected tool + arguments "
         "| other-shape call in `content` | tokens | wall time |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
