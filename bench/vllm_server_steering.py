@@ -20,7 +20,8 @@ as the first call, of the tasks that name one; that call with the expected argum
 whose ``content`` holds an other-shape call; completion tokens; wall time of the pass.
 
 With ``--suite bfcl:CATEGORY,...`` (and ``--limit N`` items of each) the requests are BFCL's items instead,
-their functions as tools (mapped as ``toolgrammar compare --suite`` maps them), and each answer is scored
+their functions as tools (mapped as ``toolgrammar compare --suite`` maps them, and loaded leniently by the
+server: ``vllm_xargs`` ``toolgrammar_lenient_schemas``), and each answer is scored
 with BFCL's rules (:mod:`toolgrammar.bfcl`): its ``tool_calls`` as BFCL's Qwen reader reads blocks, and
 with the calls in ``content`` read too. ``--against RUNS.jsonl`` (a ``toolgrammar compare --suite`` run of the
 same items) counts, per item, whether the steered server's verdict equals that run's constrained one.
@@ -86,12 +87,12 @@ def start_server(model: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 
 def ask(client: Any, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], steer: bool,
-        max_tokens: int) -> dict[str, Any]:  # fmt: skip
-    from toolgrammar.serving import STEER_XARG
+        max_tokens: int, *, lenient: bool = False) -> dict[str, Any]:  # fmt: skip
+    from toolgrammar.serving import LENIENT_XARG, STEER_XARG
 
     reply = client.chat.completions.create(
         model=model, messages=messages, tools=tools, tool_choice="auto", temperature=0, max_tokens=max_tokens,
-        extra_body={"vllm_xargs": {STEER_XARG: steer}},
+        extra_body={"vllm_xargs": {STEER_XARG: steer, LENIENT_XARG: lenient}},
     )  # fmt: skip
     choice = reply.choices[0]
     calls = [
@@ -160,34 +161,18 @@ def summarize(side: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def bfcl_plan(suite: str, limit: int) -> list[tuple[Any, Any, list[dict[str, Any]], bool]]:
-    """BFCL's items of the suite's categories (the first ``limit`` of each): the item, its tools loaded for the
-    grammar, the tools to send, and whether those had to be the normalized schemas.
-
-    The server loads a request's tools strictly (a schema it cannot enforce is an HTTP 400), and many BFCL tools
-    need ``compare --suite``'s lenient loading (``format: "float"`` on a number, ``optional``...): those items send
-    the schemas as loaded (what the grammar enforces), so their prompt shows them instead of BFCL's own."""
+def bfcl_plan(suite: str, limit: int) -> list[tuple[Any, Any]]:
+    """BFCL's items of the suite's categories (the first ``limit`` of each), with their tools loaded for the grammar
+    (:func:`toolgrammar.bfcl.grammar_tools`: what ``compare --suite`` loads; its sources are what is sent)."""
     from toolgrammar import bfcl
     from toolgrammar.bfcl_suite import parse_suite
-    from toolgrammar.errors import ToolSchemaError
-    from toolgrammar.tools import load_tools
 
     plan = []
     for category in parse_suite(suite):
         items = bfcl.load_category(category)
         for item in items[:limit] if limit else items:
             toolset, _ = bfcl.grammar_tools(bfcl.to_openai_tools(item.functions, category), mode="schema")
-            tools, normalized = toolset.to_openai(), False
-            try:
-                load_tools(tools, mode="schema")
-            except ToolSchemaError:
-                normalized = True
-                tools = [
-                    {"type": "function", "function": {"name": t.name, "description": t.description,
-                                                      "parameters": t.parameters}}
-                    for t in toolset
-                ]  # fmt: skip
-            plan.append((item, toolset, tools, normalized))
+            plan.append((item, toolset))
     return plan
 
 
@@ -200,15 +185,15 @@ def bfcl_side(client: Any, model: str, plan: list[tuple[Any, Any]], config: Any,
 
     hermes = get_format("hermes")
 
-    def one(entry: tuple[Any, Any, list[dict[str, Any]], bool]) -> dict[str, Any]:
-        item, toolset, tools, normalized = entry
-        answer = ask(client, model, list(item.messages), tools, steer, max_tokens)
+    def one(entry: tuple[Any, Any]) -> dict[str, Any]:
+        item, toolset = entry
+        # Many BFCL tools need lenient loading (format "float" on a number, "optional"...), as in compare --suite.
+        answer = ask(client, model, list(item.messages), toolset.to_openai(), steer, max_tokens, lenient=True)
         blocks = "\n".join(hermes.render_call(c["name"], c["arguments"]) for c in answer["calls"])
         content = answer["content"] or ""
         turn = {"text": content + ("\n" if content and blocks else "") + blocks,
                 "other_shape_calls": judge_turn(content, toolset, config)["other_shape_calls"]}  # fmt: skip
-        return {"task": item.id, "category": item.category, "normalized_tools": normalized, **answer,
-                "bfcl": score_turn(item, turn)}  # fmt: skip
+        return {"task": item.id, "category": item.category, **answer, "bfcl": score_turn(item, turn)}
 
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=8) as pool:
@@ -228,9 +213,9 @@ def bfcl_summary(side: dict[str, Any]) -> dict[str, dict[str, int]]:
 
 
 def agreement(side: dict[str, Any], against: Path) -> dict[str, int]:
-    """Items whose BFCL verdict here equals the constrained verdict of a ``toolgrammar compare --suite`` run
-    (all of them, and those that sent BFCL's own tools, whose prompt is that run's). Only the items that run
-    steered count: the server has no relevance gate, so an item a gate held back there is not comparable."""
+    """Items whose BFCL verdict here equals the constrained verdict of a ``toolgrammar compare --suite`` run.
+    Only the items that run steered count: the server has no relevance gate, so an item a gate held back there
+    is not comparable."""
     theirs = {}
     for line in against.read_text(encoding="utf-8").splitlines():
         record = json.loads(line)
@@ -239,13 +224,7 @@ def agreement(side: dict[str, Any], against: Path) -> dict[str, int]:
             theirs[record["task_id"]] = bool(record["constrained"]["bfcl"]["verdict"]["valid"])
     mine = {r["task"]: bool(r["bfcl"]["verdict"]["valid"]) for r in side["runs"]}
     shared = sorted(set(mine) & set(theirs))
-    own = {r["task"] for r in side["runs"] if not r["normalized_tools"]} & set(shared)
-    return {
-        "items": len(shared),
-        "same_verdict": sum(mine[t] == theirs[t] for t in shared),
-        "items_own_tools": len(own),
-        "same_verdict_own_tools": sum(mine[t] == theirs[t] for t in own),
-    }
+    return {"items": len(shared), "same_verdict": sum(mine[t] == theirs[t] for t in shared)}
 
 
 def _header(results: dict[str, Any], title: str, requests: str) -> list[str]:
@@ -291,8 +270,7 @@ def bfcl_markdown(results: dict[str, Any]) -> str:
         a = results["agreement"]
         lines.append(
             f"Steered verdicts equal to `{results['against']}`'s constrained ones, on the items it steered: "
-            f"{a['same_verdict']} of {a['items']} items ({a['same_verdict_own_tools']} of the "
-            f"{a['items_own_tools']} that sent BFCL's own tools; the others sent the schemas as loaded)."
+            f"{a['same_verdict']} of {a['items']} items."
         )
     return "\n".join(lines) + "\n"
 

@@ -14,13 +14,15 @@ from hypothesis import strategies as st
 from toolgrammar.errors import GrammarError, ToolgrammarError
 from toolgrammar.formats import get_format
 from toolgrammar.serving import (
+    LENIENT_ENV,
+    LENIENT_XARG,
     STEER_ENV,
     STEER_XARG,
     CallExtractor,
     StreamingCallExtractor,
     constraint_spec,
     flag,
-    steer_setting,
+    request_setting,
     tool_choice_option,
 )
 from toolgrammar.tools import load_tools
@@ -92,13 +94,34 @@ def test_spec_follows_the_request() -> None:
     assert (spec["tool_choice"], spec["parallel_tool_calls"], spec["reasoning"]) == ("auto", True, "enabled")
 
 
-def test_steering_goes_into_the_spec_only_when_on() -> None:
-    on = constraint_spec(TOOLS, format="hermes", steer_to_blocks=True)
+@pytest.mark.parametrize("key", ["steer_to_blocks", "lenient"])
+def test_a_setting_goes_into_the_spec_only_when_on(key: str) -> None:
+    on = constraint_spec(TOOLS, format="hermes", **{key: True})
     off = constraint_spec(TOOLS, format="hermes")
-    assert on.pop("steer_to_blocks") is True
-    assert on == off and "steer_to_blocks" not in off
-    with pytest.raises(GrammarError, match="steer_to_blocks must be true or false, got 'yes'"):
-        constraint_spec(TOOLS, format="hermes", steer_to_blocks="yes")  # type: ignore[arg-type]
+    assert on.pop(key) is True
+    assert on == off and key not in off
+    with pytest.raises(GrammarError, match=f"{key} must be true or false, got 'yes'"):
+        constraint_spec(TOOLS, format="hermes", **{key: "yes"})
+
+
+DIRTY = [{"type": "function", "function": {"name": "area", "parameters": {
+    "type": "object", "properties": {"r": {"type": "number", "format": "float"}}, "required": ["r"]}}}]  # fmt: skip
+"""A BFCL-style schema: ``format`` on a number, which strict loading refuses."""
+
+
+def test_lenient_loading_serves_a_schema_strict_refuses(caplog: pytest.LogCaptureFixture) -> None:
+    from toolgrammar.serving import compiled_turn
+
+    with pytest.raises(ToolgrammarError, match=r"'area'.*/properties/r/format"):
+        constraint_spec(DIRTY, format="hermes")
+    with caplog.at_level("WARNING", logger="toolgrammar.vllm"):
+        spec = constraint_spec(DIRTY, format="hermes", lenient=True)
+    assert "lenient loading" in caplog.text and "/properties/r/format" in caplog.text
+    turn = compiled_turn(spec)
+    assert turn.tools["area"].parameters["properties"]["r"] == {"type": "number"}
+    extractor = CallExtractor(turn.tools, format="hermes")
+    content, calls = extractor.extract('<tool_call>\n{"name": "area", "arguments": {"r": 2.5}}\n</tool_call>')
+    assert [(c.name, c.arguments) for c in calls] == [("area", {"r": 2.5})] and content is None
 
 
 @pytest.mark.parametrize(
@@ -116,26 +139,35 @@ def test_flag_refuses_anything_else_naming_where(value: Any) -> None:
         flag(value, where="the place")
 
 
+SETTINGS = [(STEER_XARG, STEER_ENV), (LENIENT_XARG, LENIENT_ENV)]
+
+
+@pytest.mark.parametrize(("key", "variable"), SETTINGS)
 @pytest.mark.parametrize(
     ("xargs", "environ", "expected"),
     [
         (None, {}, False),  # off unless asked
-        ({}, {STEER_ENV: "1"}, True),  # the server's default
-        ({STEER_XARG: 0}, {STEER_ENV: "1"}, False),  # a request's own setting wins (vLLM sends JSON false as 0)
-        ({STEER_XARG: 1}, {STEER_ENV: "0"}, True),
-        ({STEER_XARG: True}, {}, True),
-        ({"other": 1}, {STEER_ENV: "no"}, False),
+        ({}, {"V": "1"}, True),  # the server's default
+        ({"K": 0}, {"V": "1"}, False),  # a request's own setting wins (vLLM sends JSON false as 0)
+        ({"K": 1}, {"V": "0"}, True),
+        ({"K": True}, {}, True),
+        ({"other": 1}, {"V": "no"}, False),
     ],
 )
-def test_steer_setting_request_over_server_default(xargs: Any, environ: dict[str, str], expected: bool) -> None:
-    assert steer_setting(xargs, environ) is expected
+def test_request_setting_over_server_default(
+    key: str, variable: str, xargs: Any, environ: dict[str, str], expected: bool
+) -> None:
+    xargs = None if xargs is None else {key if k == "K" else k: v for k, v in xargs.items()}
+    environ = {variable if k == "V" else k: v for k, v in environ.items()}
+    assert request_setting(xargs, environ, key, variable) is expected
 
 
-def test_steer_setting_names_the_bad_source() -> None:
-    with pytest.raises(GrammarError, match=f"vllm_xargs\\['{STEER_XARG}'\\] must be true or false"):
-        steer_setting({STEER_XARG: "perhaps"}, {})
-    with pytest.raises(GrammarError, match=f"the environment variable {STEER_ENV} must be true or false"):
-        steer_setting({}, {STEER_ENV: "perhaps"})
+@pytest.mark.parametrize(("key", "variable"), SETTINGS)
+def test_request_setting_names_the_bad_source(key: str, variable: str) -> None:
+    with pytest.raises(GrammarError, match=f"vllm_xargs\\['{key}'\\] must be true or false"):
+        request_setting({key: "perhaps"}, {}, key, variable)
+    with pytest.raises(GrammarError, match=f"the environment variable {variable} must be true or false"):
+        request_setting({}, {variable: "perhaps"}, key, variable)
 
 
 @pytest.mark.parametrize(

@@ -2069,3 +2069,21 @@ def test_argument_names_refused_by_the_pattern_are_the_unicode_categories() -> N
     expected = {c for c in map(chr, range(0x110000)) if c in "<>=" or unicodedata.category(c) in ("Cc", "Zl", "Zp")}
     found = {c for c in map(chr, range(0x110000)) if tools._BAD_ARGUMENT_CHARACTER.search(c)}
     assert found == expected
+
+
+def test_load_tools_lenient_returns_the_reports_it_would_warn() -> None:
+    """The notes are the warnings' messages, in order, and none escapes as a warning."""
+    import warnings
+
+    from toolgrammar.tools import load_tools_lenient
+
+    dirty = [{"name": "f", "parameters": {"type": "object", "properties": {
+        "a": {"type": "number", "format": "float"}, "b": {"type": "string", "optional": True}}}}]  # fmt: skip
+    with pytest.warns(ToolSchemaWarning) as warned:
+        expected = load_tools(dirty, lenient=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any warning escaping would raise here
+        toolset, notes = load_tools_lenient(dirty)
+    assert toolset == expected
+    assert notes == [str(w.message) for w in warned] and len(notes) == 2
+    assert "/properties/a/format" in notes[0] and "/properties/b/optional" in notes[1]

@@ -521,6 +521,23 @@ def test_processor_options_must_be_booleans_and_share_the_compiled_grammar(key: 
     assert (row.close_on_stop, row.points is not None) == ((False, False) if key == "close_on_stop" else (True, True))
 
 
+def test_lenient_in_a_spec_loads_a_dirty_schema_and_must_be_a_boolean() -> None:
+    from vllm import SamplingParams
+
+    from toolgrammar.vllm import VllmToolCallLogitsProcessor, _compile_spec, extra_args
+
+    dirty = [{"type": "function", "function": {"name": "area", "parameters": {
+        "type": "object", "properties": {"r": {"type": "number", "format": "float"}}, "required": ["r"]}}}]  # fmt: skip
+    with pytest.raises(Exception, match="/properties/r/format"):
+        extra_args(dirty)
+    spec = extra_args(dirty, lenient=True)["toolgrammar"]
+    assert _compile_spec(spec).tools["area"].parameters["properties"]["r"] == {"type": "number"}
+    with pytest.raises(ValueError, match="'lenient'\\] must be true or false, got 'yes'"):
+        VllmToolCallLogitsProcessor.validate_params(
+            SamplingParams(extra_args={"toolgrammar": {"tools": dirty, "lenient": "yes"}})
+        )
+
+
 FENCE, BRACE, HELLO, OPENER = 73594, 90, 9707, 151657
 """Qwen3 ids of ```` ``` ````, ``{``, ``Hello`` and ``<tool_call>``."""
 

@@ -215,6 +215,30 @@ def test_steering_per_request_turns_a_fenced_start_into_a_call(server: dict[str,
     _alive(server)
 
 
+def test_lenient_schemas_per_request(server: dict[str, Any]) -> None:
+    """A BFCL-style schema (``format: "float"`` on a number): HTTP 400 naming the pointer by default; served
+    with ``vllm_xargs`` ``toolgrammar_lenient_schemas``, and its calls valid against the schema as loaded."""
+    import httpx
+
+    from toolgrammar.serving import LENIENT_XARG
+
+    tools = [{"type": "function", "function": {"name": "area", "parameters": {
+        "type": "object", "properties": {"r": {"type": "number", "format": "float"}}, "required": ["r"]}}}]  # fmt: skip
+    body = {"model": server["model"], "messages": MESSAGES, "tools": tools, "tool_choice": "required", "max_tokens": 48}
+    strict = httpx.post(f"{server['base']}/v1/chat/completions", json=body, timeout=300)
+    assert strict.status_code == 400 and "/properties/r/format" in strict.text, strict.text[:500]
+    reply = server["client"].chat.completions.create(
+        model=server["model"], messages=MESSAGES, tools=tools, tool_choice="required", max_tokens=48, seed=3,
+        extra_body={"vllm_xargs": {LENIENT_XARG: True}},
+    )  # fmt: skip
+    calls = [(tc.function.name, tc.function.arguments) for tc in reply.choices[0].message.tool_calls or []]
+    assert calls, reply
+    loaded = [{"type": "function", "function": {"name": "area", "parameters": {
+        "type": "object", "properties": {"r": {"type": "number"}}, "required": ["r"]}}}]  # fmt: skip
+    check_calls(calls, loaded)
+    _alive(server)
+
+
 def _hostile_bodies(model: str) -> dict[str, tuple[dict[str, Any], str]]:
     tools = _tools()
     base = {"model": model, "messages": MESSAGES, "max_tokens": 16}
@@ -262,6 +286,10 @@ def _hostile_bodies(model: str) -> dict[str, tuple[dict[str, Any], str]]:
         "tools of a wrong type": ({**base, "tools": "run_tests"}, "tools"),
         "steering neither on nor off": (
             {**base, "tools": tools, "vllm_xargs": {"toolgrammar_steer_to_blocks": "perhaps"}},
+            "must be true or false",
+        ),
+        "lenient loading neither on nor off": (
+            {**base, "tools": tools, "vllm_xargs": {"toolgrammar_lenient_schemas": [1]}},
             "must be true or false",
         ),
     }

@@ -440,21 +440,11 @@ def grammar_tools(tools: Sequence[Mapping[str, Any]], *, mode: str = "schema") -
 
 
 def _load_lenient(tools: list[dict[str, Any]], mode: str, notes: list[str]) -> tuple[ToolSet, list[str]]:
-    """``load_tools(tools, lenient=True)``, its warnings appended to ``notes`` (other warnings passed on)."""
-    import warnings
+    """``load_tools(tools, lenient=True)``, its reports appended to ``notes``."""
+    from .tools import load_tools_lenient
 
-    from .errors import ToolSchemaWarning
-    from .tools import load_tools
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        toolset = load_tools(tools, mode=mode, lenient=True)  # type: ignore[arg-type]
-    for warning in caught:
-        if issubclass(warning.category, ToolSchemaWarning):
-            notes.append(str(warning.message))
-        else:
-            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
-    return toolset, notes
+    toolset, reports = load_tools_lenient(tools, mode=mode)  # type: ignore[arg-type]
+    return toolset, notes + reports
 
 
 def _adapt(tools: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:

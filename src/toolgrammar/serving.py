@@ -7,9 +7,10 @@ vLLM import, so it is tested on its own and any OpenAI-compatible server can reu
   template's ``enable_thinking`` of a request and returns the spec the logits processor takes
   (:mod:`toolgrammar.vllm`, ``extra_args["toolgrammar"]``), checked by compiling it. The budget is
   not in it: the processor reads the request's ``max_tokens`` itself.
-* :func:`steer_setting` decides whether a request is steered (:mod:`toolgrammar.steering`): the
-  request's ``vllm_xargs["toolgrammar_steer_to_blocks"]`` if it has one, else the server's
-  ``TOOLGRAMMAR_STEER_TO_BLOCKS`` environment variable, else off.
+* :func:`request_setting` reads a yes/no setting of a request: its ``vllm_xargs`` key if it has one,
+  else the server's environment variable, else off. Two exist: steering (:data:`STEER_XARG`,
+  :data:`STEER_ENV`; :mod:`toolgrammar.steering`) and lenient schema loading (:data:`LENIENT_XARG`,
+  :data:`LENIENT_ENV`; ``load_tools(..., lenient=True)``).
 * :class:`CallExtractor` turns a whole turn into ``(content, calls)``; :class:`StreamingCallExtractor`
   does it incrementally and always adds up to the same result, for every chunking.
 
@@ -61,6 +62,10 @@ STEER_ENV = "TOOLGRAMMAR_STEER_TO_BLOCKS"
 """The server-wide default of steering (``1``/``true``/``yes`` or ``0``/``false``/``no``; unset: off)."""
 STEER_XARG = "toolgrammar_steer_to_blocks"
 """The ``vllm_xargs`` key that turns steering on or off for one request (overrides :data:`STEER_ENV`)."""
+LENIENT_ENV = "TOOLGRAMMAR_LENIENT_SCHEMAS"
+"""The server-wide default of lenient schema loading (unset: strict, a schema the grammar cannot enforce is refused)."""
+LENIENT_XARG = "toolgrammar_lenient_schemas"
+"""The ``vllm_xargs`` key that turns lenient loading on or off for one request (overrides :data:`LENIENT_ENV`)."""
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
@@ -79,11 +84,11 @@ def flag(value: Any, *, where: str) -> bool:
     raise GrammarError(f"{where} must be true or false (or 1/0), got {value!r}")
 
 
-def steer_setting(xargs: Mapping[str, Any] | None, environ: Mapping[str, str]) -> bool:
-    """Whether a request is steered: its ``vllm_xargs[STEER_XARG]``, else the server's ``STEER_ENV``, else off."""
-    if xargs and STEER_XARG in xargs:
-        return flag(xargs[STEER_XARG], where=f"vllm_xargs[{STEER_XARG!r}]")
-    return flag(environ.get(STEER_ENV, ""), where=f"the environment variable {STEER_ENV}")
+def request_setting(xargs: Mapping[str, Any] | None, environ: Mapping[str, str], key: str, variable: str) -> bool:
+    """A request's yes/no setting: its ``vllm_xargs[key]``, else the server's environment ``variable``, else off."""
+    if xargs and key in xargs:
+        return flag(xargs[key], where=f"vllm_xargs[{key!r}]")
+    return flag(environ.get(variable, ""), where=f"the environment variable {variable}")
 
 
 def constraint_spec(
@@ -95,12 +100,14 @@ def constraint_spec(
     chat_template_kwargs: Mapping[str, Any] | None = None,
     mode: str = "schema",
     steer_to_blocks: bool = False,
+    lenient: bool = False,
 ) -> dict[str, Any]:
     """The logits processor's spec for one chat request, checked by compiling it.
 
     ``reasoning`` follows the chat template: ``enable_thinking=False`` (Qwen3's switch) renders an empty
     reasoning part into the prompt, so the turn has none; otherwise the turn may open with one.
-    ``steer_to_blocks`` goes into the spec only when on (:mod:`toolgrammar.steering`).
+    ``steer_to_blocks`` (:mod:`toolgrammar.steering`) and ``lenient`` (the tools loaded as
+    ``load_tools(..., lenient=True)`` loads them) go into the spec only when on.
     Raises :class:`~toolgrammar.errors.ToolgrammarError` (a bad tool, an unknown named tool, ...).
     """
     registered_format(format, where="the tool parser's format")
@@ -115,10 +122,11 @@ def constraint_spec(
         "parallel_tool_calls": True if parallel_tool_calls is None else parallel_tool_calls,
         "reasoning": "disabled" if thinking is False else "enabled",
     }
-    if not isinstance(steer_to_blocks, bool):
-        raise GrammarError(f"steer_to_blocks must be true or false, got {steer_to_blocks!r}")
-    if steer_to_blocks:
-        spec["steer_to_blocks"] = True
+    for name, value in (("steer_to_blocks", steer_to_blocks), ("lenient", lenient)):
+        if not isinstance(value, bool):
+            raise GrammarError(f"{name} must be true or false, got {value!r}")
+        if value:
+            spec[name] = True
     compiled_turn(spec)
     return spec
 

@@ -87,6 +87,7 @@ __all__ = [
     "Tool",
     "ToolSet",
     "load_tools",
+    "load_tools_lenient",
 ]
 
 ArgumentMode = Literal["schema", "strings"]
@@ -452,6 +453,25 @@ def load_tools(
             _recent.popitem(last=False)
     _warn(notes)
     return toolset
+
+
+def load_tools_lenient(source: Any, *, mode: ArgumentMode = "schema") -> tuple[ToolSet, list[str]]:
+    """``load_tools(source, mode=mode, lenient=True)`` with its reports returned instead of warned.
+
+    Returns the tool set and one note per rewrite or dropped keyword (the :class:`ToolSchemaWarning`
+    messages, in order); any other warning is passed on. For callers that log or show the notes
+    themselves (the vLLM server, the BFCL suite). Uses :func:`warnings.catch_warnings`, which is
+    process-wide: a warning another thread raises meanwhile may land among these and be passed on."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        toolset = load_tools(source, mode=mode, lenient=True)
+    notes = []
+    for warning in caught:
+        if issubclass(warning.category, ToolSchemaWarning):
+            notes.append(str(warning.message))
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    return toolset, notes
 
 
 def _load_uncached(entries: Sequence[Any], mode: ArgumentMode, lenient: bool) -> ToolSet:

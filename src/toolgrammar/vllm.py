@@ -103,8 +103,9 @@ ENTRY_POINT = "toolgrammar.vllm:VllmToolCallLogitsProcessor"
 PROCESSOR_KEYS = ("close_on_stop", "steer_to_blocks")
 """Spec keys that set the processor's behaviour for the request, not its grammar."""
 
-SPEC_KEYS = ("tools", "mode", *GrammarOptions.__dataclass_fields__, *PROCESSOR_KEYS)
-"""Keys a request's ``extra_args["toolgrammar"]`` may hold: ``tools`` (required), ``mode``, the grammar
+SPEC_KEYS = ("tools", "mode", "lenient", *GrammarOptions.__dataclass_fields__, *PROCESSOR_KEYS)
+"""Keys a request's ``extra_args["toolgrammar"]`` may hold: ``tools`` (required), ``mode``, ``lenient``
+(default ``False``: load the tools as ``load_tools(..., lenient=True)`` does, each change logged), the grammar
 options, ``close_on_stop`` (route 2 only; default ``True``, see :mod:`toolgrammar.closing`) and
 ``steer_to_blocks`` (route 2 only; default ``False``, see :mod:`toolgrammar.steering`)."""
 
@@ -173,7 +174,7 @@ def _normalize_spec(raw: Any) -> dict[str, Any]:
         )
     if "tools" not in raw:
         raise GrammarError(f"extra_args[{EXTRA_ARGS_KEY!r}] needs 'tools' (the OpenAI tool list)")
-    for key in PROCESSOR_KEYS:
+    for key in ("lenient", *PROCESSOR_KEYS):
         if key in raw and not isinstance(raw[key], bool):
             raise GrammarError(f"extra_args[{EXTRA_ARGS_KEY!r}][{key!r}] must be true or false, got {raw[key]!r}")
     if "format" in raw:  # data from a request: it selects a registered format, it never names code to import
@@ -206,13 +207,27 @@ def _compile_spec(spec: dict[str, Any]) -> TurnGrammar:
         if turn is not None:
             _turns.move_to_end(key)
             return turn
-    options = {k: v for k, v in spec.items() if k not in ("tools", "mode", *PROCESSOR_KEYS)}
-    turn = compile_turn(spec["tools"], mode=spec.get("mode", "schema"), **options)
+    options = {k: v for k, v in spec.items() if k not in ("tools", "mode", "lenient", *PROCESSOR_KEYS)}
+    mode = spec.get("mode", "schema")
+    tools = _load_lenient(spec["tools"], mode) if spec.get("lenient", False) else spec["tools"]
+    turn = compile_turn(tools, mode=mode, **options)
     with _turns_lock:
         _turns[key] = turn
         while len(_turns) > _MAX_TURNS:
             _turns.popitem(last=False)
     return turn
+
+
+def _load_lenient(tools: Any, mode: str) -> Any:
+    """``load_tools(tools, lenient=True)``, each of its reports (what was mapped or dropped, where) logged.
+
+    Logged once per distinct spec: the compiled turn is cached, so a repeated request does not log again."""
+    from .tools import load_tools_lenient
+
+    toolset, notes = load_tools_lenient(tools, mode=mode)
+    for note in notes:
+        logger.warning("toolgrammar: lenient loading: %s", note)
+    return toolset
 
 
 @dataclass

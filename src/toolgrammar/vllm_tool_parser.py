@@ -38,6 +38,12 @@ the block opener, so the call becomes a real block and a real ``tool_calls`` ent
 on for the whole server with ``TOOLGRAMMAR_STEER_TO_BLOCKS=1`` in its environment, and per request
 with ``extra_body={"vllm_xargs": {"toolgrammar_steer_to_blocks": true}}`` (or ``false``), which wins.
 
+Lenient schemas: a request's tools load strictly (a schema the grammar cannot enforce, such as
+``format: "float"`` on a number or a keyword JSON Schema does not define, is an HTTP 400 naming the tool
+and the pointer). ``TOOLGRAMMAR_LENIENT_SCHEMAS=1`` (server) or ``vllm_xargs`` key
+``toolgrammar_lenient_schemas`` (request, wins) loads them as ``load_tools(..., lenient=True)`` does, and
+logs each mapping or dropped keyword once per distinct tool list.
+
 Refused with HTTP 400: a request that also sets ``response_format``/``structured_outputs`` next to
 tools (two constraints would fight), and one whose ``vllm_xargs`` already holds a ``toolgrammar``
 spec (this server builds it from the request's tools).
@@ -66,13 +72,15 @@ from vllm.tool_parsers.abstract_tool_parser import ToolParser, ToolParserManager
 from .errors import ToolgrammarError
 from .formats import get_format
 from .serving import (
+    LENIENT_ENV,
+    LENIENT_XARG,
     STEER_ENV,
     STEER_XARG,
     CallExtractor,
     StreamingCallExtractor,
     compiled_turn,
     constraint_spec,
-    steer_setting,
+    request_setting,
 )
 from .turn import ToolCall as TurnCall
 from .vllm import EXTRA_ARGS_KEY
@@ -125,12 +133,10 @@ class ToolgrammarToolParser(ToolParser):
                 f"vllm_xargs[{EXTRA_ARGS_KEY!r}]"
             )
         try:
-            steer = steer_setting(xargs, os.environ)
-            xargs.pop(STEER_XARG, None)
-            spec = self._spec(request, steer_to_blocks=steer)
+            spec = self._spec(request)
         except ToolgrammarError as error:
             raise ValueError(f"toolgrammar: {error}") from error
-        if steer:
+        if spec.get("steer_to_blocks", False):
             self._check_steerable()
         xargs[EXTRA_ARGS_KEY] = json.dumps(spec, ensure_ascii=False)
         request.vllm_xargs = xargs
@@ -148,7 +154,9 @@ class ToolgrammarToolParser(ToolParser):
                 f"and it is {len(ids)}; send vllm_xargs {{{STEER_XARG!r}: false}} or unset {STEER_ENV}"
             )
 
-    def _spec(self, request: Any, *, steer_to_blocks: bool = False) -> dict[str, Any]:
+    def _spec(self, request: Any) -> dict[str, Any]:
+        """The request's constraint; its settings from its ``vllm_xargs``, else the server's environment."""
+        xargs = request.vllm_xargs or {}
         tool_choice = request.tool_choice
         if hasattr(tool_choice, "model_dump"):
             tool_choice = tool_choice.model_dump()
@@ -158,7 +166,8 @@ class ToolgrammarToolParser(ToolParser):
             tool_choice=tool_choice,
             parallel_tool_calls=request.parallel_tool_calls,
             chat_template_kwargs=request.chat_template_kwargs,
-            steer_to_blocks=steer_to_blocks,
+            steer_to_blocks=request_setting(xargs, os.environ, STEER_XARG, STEER_ENV),
+            lenient=request_setting(xargs, os.environ, LENIENT_XARG, LENIENT_ENV),
         )
 
     def _extractor(self, request: Any, streaming: bool) -> CallExtractor | StreamingCallExtractor | None:
