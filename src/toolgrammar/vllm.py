@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import weakref
 from collections import OrderedDict
@@ -231,6 +232,19 @@ def _load_lenient(tools: Any, mode: str) -> Any:
 
 
 @dataclass
+class _Compiled:
+    """One spec's grammar as the processor keeps it."""
+
+    grammar: TokenGrammar
+    block_open: str
+    """The format's block opener (what steering pools onto)."""
+    points: CallPoints | None = None
+    """Built on the first request that steers (``steer_to_blocks``)."""
+    unsteerable: bool = False
+    """The vocabulary has no single token for ``block_open``: requests are masked, not steered."""
+
+
+@dataclass
 class _Row:
     """One constrained request in the persistent batch."""
 
@@ -295,8 +309,7 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
         self.applier: MaskApplier = MaskApplier()
         self._vocab: Vocabulary | None = None
         self._vocab_error: str | None = None
-        self._grammars: dict[str, TokenGrammar] = {}
-        self._points: dict[str, CallPoints] = {}
+        self._grammars: dict[str, _Compiled] = {}
         self._logged: set[str] = set()
         self.n_requests = 0
         self.n_errors = 0
@@ -397,7 +410,8 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
                 got = self.applier.close(logits, close_at, stop_at, closers, [r.closing for r in closing_rows])
                 for row, pending in zip(closing_rows, got, strict=True):
                     row.pending = pending
-            self._steer(logits, steer)
+            if steer:
+                self._steer(logits, steer)
         return logits
 
     def _steer(self, logits: torch.Tensor, steer: list[tuple[int, CallPoints]]) -> None:
@@ -428,7 +442,7 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
                 logging.WARNING,
             )
         try:
-            grammar = self._token_grammar(spec)
+            compiled = self._compiled(spec)
         except ToolgrammarError as error:
             self.n_errors += 1
             self._log_once(f"compile:{error}", f"toolgrammar: request left unconstrained: {error}")
@@ -439,6 +453,7 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
             budget = room if budget is None else min(budget, room)
         from .engine import Cursor
 
+        grammar = compiled.grammar
         cursor = Cursor(grammar, budget if budget is None or budget >= 1 else 1)
         need = int(grammar.dist[grammar.start])
         if cursor.max_tokens is not None and cursor.max_tokens < need:
@@ -449,7 +464,7 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
                 f"first call (tool_choice={grammar.grammar.options.tool_choice!r}); that call can be cut",
                 logging.WARNING,
             )
-        points = self._call_points(spec, grammar) if spec.get("steer_to_blocks", False) else None
+        points = self._call_points(compiled) if spec.get("steer_to_blocks", False) else None
         fresh = points is not None and points.initial(cursor.state)
         return _Row(cursor, output_ids, close_on_stop=spec.get("close_on_stop", True), points=points, fresh=fresh)
 
@@ -495,36 +510,35 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
 
     # -- grammar and vocabulary ----------------------------------------------------------------------
 
-    def _token_grammar(self, spec: dict[str, Any]) -> TokenGrammar:
+    def _compiled(self, spec: dict[str, Any]) -> _Compiled:
+        """The spec's token grammar (and, once a request steers, its call points), shared by every request
+        with the same grammar; up to 64 kept, the oldest dropped."""
         from .engine import token_grammar
 
         key = _grammar_key(spec)
-        tg = self._grammars.get(key)
-        if tg is None:
-            tg = token_grammar(_compile_spec(spec), self.vocabulary())
+        compiled = self._grammars.get(key)
+        if compiled is None:
+            turn = _compile_spec(spec)
+            compiled = _Compiled(token_grammar(turn, self.vocabulary()), turn.format.markers.block_open)
             if len(self._grammars) >= _MAX_TURNS:
                 self._grammars.pop(next(iter(self._grammars)))
-            self._grammars[key] = tg
-        return tg
+            self._grammars[key] = compiled
+        return compiled
 
-    def _call_points(self, spec: dict[str, Any], grammar: TokenGrammar) -> CallPoints | None:
-        """Where a block may open in ``grammar`` (shared by every request with the spec's grammar).
+    def _call_points(self, compiled: _Compiled) -> CallPoints | None:
+        """Where a block may open in the grammar, built on the first request that steers.
 
         ``None``, logged once, when the vocabulary has no single token for the format's block opener:
         the request is then masked as usual, not steered."""
-        key = _grammar_key(spec)
-        points = self._points.get(key)
-        if points is None:
-            block_open = _compile_spec(spec).format.markers.block_open
+        if compiled.points is None and not compiled.unsteerable:
             try:
-                openers = call_openers(self.vocabulary(), block_open)
+                openers = call_openers(self.vocabulary(), compiled.block_open)
             except ToolgrammarError as error:
-                self._log_once(f"steer:{block_open}", f"toolgrammar: request masked but not steered: {error}")
+                compiled.unsteerable = True
+                self._log_once(f"steer:{compiled.block_open}", f"toolgrammar: request masked but not steered: {error}")
                 return None
-            if len(self._points) >= _MAX_TURNS:
-                self._points.pop(next(iter(self._points)))
-            points = self._points[key] = CallPoints(grammar, openers)
-        return points
+            compiled.points = CallPoints(compiled.grammar, openers)
+        return compiled.points
 
     def vocabulary(self) -> Vocabulary:
         """The model tokenizer's vocabulary, read once (raises :class:`ProcessorError` if there is none)."""
@@ -589,8 +603,62 @@ def processor_stats() -> list[dict[str, Any]]:
 
 
 # ================================================================================================
-# A tiny model for tests, benchmarks and the example (no hub)
+# For tests, benchmarks and the example: a tiny model (no hub), a server started and stopped
 # ================================================================================================
+
+
+class ServerError(ToolgrammarError, RuntimeError):
+    """An OpenAI server started by :func:`start_openai_server` exited or did not come up."""
+
+
+def start_openai_server(
+    command: Any, log: Any, *, grace_s: float = 600.0, env: Mapping[str, str] | None = None
+) -> tuple[Any, str]:
+    """Start a vLLM OpenAI server on a free local port and wait until ``/health`` answers.
+
+    ``command(port)`` is the server's argument list; its output goes to the file ``log``. Returns the
+    process and the base URL (``http://127.0.0.1:PORT``). Raises :class:`ServerError`, with the log's
+    last lines, when the server exits or is not up after ``grace_s`` seconds (a liveness guard, not a
+    speed limit: a first start on 2 cores takes minutes). Stop it with :func:`stop_server`.
+    """
+    import socket
+    import subprocess
+    import time
+    from pathlib import Path
+
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = Path(log)
+    with log.open("w") as out:
+        proc = subprocess.Popen(command(port), stdout=out, stderr=subprocess.STDOUT, env=dict(env or os.environ))
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + grace_s
+    while True:
+        if proc.poll() is not None:
+            raise ServerError(f"the server exited ({proc.returncode}):\n{log.read_text()[-6000:]}")
+        try:
+            if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                return proc, base
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise ServerError(f"the server did not come up in {grace_s:.0f} s:\n{log.read_text()[-6000:]}")
+        time.sleep(1)
+
+
+def stop_server(proc: Any, *, grace_s: float = 60.0) -> None:
+    """Terminate a server :func:`start_openai_server` started; kill it if it has not exited after ``grace_s``."""
+    import subprocess
+
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 def write_tiny_random_qwen3(directory: Any, *, seed: int = 0) -> Any:
@@ -624,10 +692,13 @@ def write_tiny_random_qwen3(directory: Any, *, seed: int = 0) -> Any:
 __all__ = [
     "ENTRY_POINT",
     "EXTRA_ARGS_KEY",
+    "ServerError",
     "VllmToolCallLogitsProcessor",
     "extra_args",
     "processor_stats",
     "request_spec",
+    "start_openai_server",
+    "stop_server",
     "structural_tag",
     "structured_outputs",
     "turn_structural_tag",
