@@ -102,13 +102,13 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .compare import CompareConfig, run_compare
-    from .errors import GrammarError, ProcessorError, TokenizerError, ToolgrammarError, ToolSchemaError
-    from .grammar import GrammarOptions, TurnGrammar, compile_turn
-    from .hf import TokenBudgetWarning, ToolCallLogitsProcessor
-    from .hf_generate import GeneratedTurn, generate_turn, generate_turns
-    from .other_shapes import OtherShapeCall, find_other_shape_calls
-    from .parser import TurnStreamParser, parse_turn
-    from .tools import Tool, ToolSet, load_tools
-    from .turn import ERROR_KINDS, CallError, ToolCall, TurnParse
-    from .vocab import Vocabulary
+    from toolgrammar.compare import CompareConfig, run_compare
+    from toolgrammar.errors import GrammarError, ProcessorError, TokenizerError, ToolgrammarError, ToolSchemaError
+    from toolgrammar.grammar import GrammarOptions, TurnGrammar, compile_turn
+    from toolgrammar.hf import TokenBudgetWarning, ToolCallLogitsProcessor
+    from toolgrammar.hf_generate import GeneratedTurn, generate_turn, generate_turns
+    from toolgrammar.other_shapes import OtherShapeCall, find_other_shape_calls
+    from toolgrammar.parser import TurnStreamParser, parse_turn
+    from toolgrammar.tools import Tool, ToolSet, load_tools
+    from toolgrammar.turn import ERROR_KINDS, CallError, ToolCall, TurnParse
+    from toolgrammar.vocab import Vocabulary

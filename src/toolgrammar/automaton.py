@@ -25,8 +25,8 @@ from types import ModuleType
 
 import numpy as np
 
-from . import native as native_core
-from .errors import GrammarError
+from toolgrammar import native as native_core
+from toolgrammar.errors import GrammarError
 
 N_SYMBOLS = 258
 """Alphabet size: bytes 0-255, then :data:`SPECIAL` and :data:`EOS`."""
@@ -826,7 +826,7 @@ def compile_skeleton(node: Node, *, shipped: bool = True, disk: bool = True) -> 
         if hit is not None:
             _skeletons.move_to_end(key)
             return Skeleton(dfa=hit[0], points=hit[1], dispatches=tuple(dispatches), key=key, compiled=False)
-    from . import skeletons  # the package's data and the disk's entries, read through the cache's checks
+    from toolgrammar import skeletons  # the package's data and the disk's entries, read through the cache's checks
 
     found = skeletons.shipped_skeleton(key, len(dispatches)) if shipped else None
     if found is None and disk:
@@ -853,7 +853,7 @@ def skeleton_key(node: Node) -> str:
 def skeleton_parts(node: Node) -> tuple[Node, list[Dispatch]]:
     """The tree a skeleton compiles (each :class:`Dispatch` a hole, and each long repeat left outside them
     a hole too, :func:`toolgrammar.lazy.lazy_repeats`) and what the holes stand for, in hole order."""
-    from .lazy import lazy_repeats  # lazy builds on this module
+    from toolgrammar.lazy import lazy_repeats  # lazy builds on this module
 
     tree, dispatches = _skeleton_tree(node)
     tree, rests = lazy_repeats(tree, first=len(dispatches))
@@ -1117,7 +1117,10 @@ def compile_dfa(node: Node, *, minimize: bool = True, compose: bool = True) -> D
     arguments in a turn) the states a walk visits, not the states that exist, cost masks, and merging was
     a third to two thirds of a tail's compile (see :func:`toolgrammar.lazy.tail_dfa`)."""
     if compose:
-        from .compose import GROWABLE, compose_dfa  # compose builds on this module's nodes and subset construction
+        from toolgrammar.compose import (  # compose builds on this module's nodes and subset construction
+            GROWABLE,
+            compose_dfa,
+        )
 
         raw = compose_dfa(node)
         owned = bool(raw.stats.get(GROWABLE))

@@ -42,10 +42,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import ToolgrammarError
+from toolgrammar.errors import ToolgrammarError
 
 if TYPE_CHECKING:
-    from .tools import ToolSet
+    from toolgrammar.tools import ToolSet
 
 __all__ = [
     "AST_CATEGORIES",
@@ -421,8 +421,8 @@ def grammar_tools(tools: Sequence[Mapping[str, Any]], *, mode: str = "schema") -
     Names and descriptions are never changed. ``bench/bfcl_coverage.py`` measures the three steps on every
     schema BFCL ships.
     """
-    from .errors import ToolSchemaError
-    from .tools import load_tools
+    from toolgrammar.errors import ToolSchemaError
+    from toolgrammar.tools import load_tools
 
     listed = [dict(t) for t in tools]
     try:
@@ -441,7 +441,7 @@ def grammar_tools(tools: Sequence[Mapping[str, Any]], *, mode: str = "schema") -
 
 def _load_lenient(tools: list[dict[str, Any]], mode: str, notes: list[str]) -> tuple[ToolSet, list[str]]:
     """``load_tools(tools, lenient=True)``, its reports appended to ``notes``."""
-    from .tools import load_tools_lenient
+    from toolgrammar.tools import load_tools_lenient
 
     toolset, reports = load_tools_lenient(tools, mode=mode)  # type: ignore[arg-type]
     return toolset, notes + reports
@@ -449,7 +449,7 @@ def _load_lenient(tools: list[dict[str, Any]], mode: str, notes: list[str]) -> t
 
 def _adapt(tools: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
     """Step 3 of :func:`grammar_tools`: a copy of ``tools`` without the slips lenient loading refuses."""
-    from .tools import JSON_TYPES, LENIENT_TYPE_NAMES
+    from toolgrammar.tools import JSON_TYPES, LENIENT_TYPE_NAMES
 
     notes: list[str] = []
     out = copy.deepcopy(tools)

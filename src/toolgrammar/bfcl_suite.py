@@ -28,9 +28,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from . import bfcl
-from .compare import MODES, CompareConfig, CompareError, Task, _progress, _run_mode, has_matplotlib, summarize
-from .relevance import describe_gate, score_text
+from toolgrammar import bfcl
+from toolgrammar.compare import (
+    MODES,
+    CompareConfig,
+    CompareError,
+    Task,
+    _progress,
+    _run_mode,
+    has_matplotlib,
+    summarize,
+)
+from toolgrammar.relevance import describe_gate, score_text
 
 __all__ = [
     "CHART_FILE",
@@ -166,7 +175,7 @@ def run_suite(
     Inputs are checked before anything is loaded: options, the categories, BFCL's data, every item's
     tools (an item whose tools still fail to load is an error, never skipped). Raises :class:`CompareError`.
     """
-    from .errors import ToolSchemaError
+    from toolgrammar.errors import ToolSchemaError
 
     _check_config(config)
     try:
@@ -265,14 +274,14 @@ def run_suite(
 
 
 def _hf_factory(config: CompareConfig) -> GeneratorFactory:
-    from .compare import HFGenerator, missing_requirements
-    from .errors import ToolgrammarError
-    from .extras import missing_message
+    from toolgrammar.compare import HFGenerator, missing_requirements
+    from toolgrammar.errors import ToolgrammarError
+    from toolgrammar.extras import missing_message
 
     needed, _ = missing_requirements(config)
     if needed:
         raise CompareError(missing_message(needed, what=f"--model {config.model}"))
-    from .models import load_model
+    from toolgrammar.models import load_model
 
     try:
         loaded = load_model(config.model)

@@ -31,10 +31,10 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from .turn import CallError, ToolCall
+from toolgrammar.turn import CallError, ToolCall
 
 if TYPE_CHECKING:
-    from .tools import ArgumentMode, Tool, ToolSet
+    from toolgrammar.tools import ArgumentMode, Tool, ToolSet
 
 WRONG_KEYS_MESSAGE = 'error: a tool call must be a JSON object with exactly "name" and "arguments"'
 ARGUMENTS_NOT_OBJECT_MESSAGE = "error: arguments must be a JSON object"
@@ -113,7 +113,7 @@ def _validator(tool: Tool) -> Any:
         return entry[1]
     from jsonschema import Draft202012Validator  # lazy: costs ~50 ms, only schema mode needs it
 
-    from .schema_formats import FORMAT_CHECKER
+    from toolgrammar.schema_formats import FORMAT_CHECKER
 
     validator = Draft202012Validator(tool.parameters, format_checker=FORMAT_CHECKER)
     _validators[key] = (tool, validator)

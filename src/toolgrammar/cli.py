@@ -24,7 +24,7 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        from . import __version__
+        from toolgrammar import __version__
 
         typer.echo(f"toolgrammar {__version__}")
         raise typer.Exit()
@@ -47,7 +47,7 @@ def _register() -> None:
     global _registered
     if _registered:
         return
-    from . import cli_grammar, cli_parse  # noqa: F401
+    from toolgrammar import cli_grammar, cli_parse  # noqa: F401
 
     try:
         importlib.import_module(f"{__package__}.cli_compare")

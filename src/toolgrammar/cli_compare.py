@@ -21,9 +21,9 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from .cli import app
-from .compare import DEFAULT_LIMIT, DEFAULT_MAX_NEW_TOKENS
-from .formats import FORMAT_HELP
+from toolgrammar.cli import app
+from toolgrammar.compare import DEFAULT_LIMIT, DEFAULT_MAX_NEW_TOKENS
+from toolgrammar.formats import FORMAT_HELP
 
 _SEED_HELP = "Seeds, comma-separated, ranges allowed: '0', '0,1,2', '0-2'. Each task runs once per seed in each mode."
 
@@ -182,7 +182,7 @@ def compare_command(
     Writes report.json, report.md and chart.png into --out (results stream into runs.jsonl as they come;
     --resume continues). Exit code 1 when the constrained run made any error: that is a bug.
     """
-    from .compare import CompareConfig, CompareError, run_compare
+    from toolgrammar.compare import CompareConfig, CompareError, run_compare
 
     try:
         seed_list = parse_seeds(seeds)
@@ -224,11 +224,11 @@ def compare_command(
         prefix_cache=prefix_cache,
     )
     if suite is not None:
-        from .bfcl_suite import suite_command
+        from toolgrammar.bfcl_suite import suite_command
 
         suite_command(suite, config)  # exits
-    from .compare import missing_requirements
-    from .extras import install_command
+    from toolgrammar.compare import missing_requirements
+    from toolgrammar.extras import install_command
 
     # Said before the run, not after it. Packages the run cannot start without are refused by
     # run_compare once the tools and tasks have passed (bad input is reported first), still before loading;
@@ -269,7 +269,7 @@ def print_report(report: Any) -> None:
     from rich.panel import Panel
     from rich.table import Table
 
-    from .compare import summary_rows
+    from toolgrammar.compare import summary_rows
 
     console = Console(file=sys.stdout, highlight=False)
     table = Table(title="toolgrammar compare: free vs constrained", title_justify="left")

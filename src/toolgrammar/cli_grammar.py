@@ -9,9 +9,9 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from .cli import app
-from .errors import GrammarError, ToolgrammarError
-from .formats import FORMAT_HELP
+from toolgrammar.cli import app
+from toolgrammar.errors import GrammarError, ToolgrammarError
+from toolgrammar.formats import FORMAT_HELP
 
 EXPORTS = ("gbnf", "lark", "structural-tag")
 """The exports :mod:`toolgrammar.exports` writes (kept here so that ``--help`` imports nothing heavy)."""
@@ -64,7 +64,7 @@ def grammar_command(
     ] = None,
 ) -> None:
     """Compile TOOLS into the grammar of an assistant turn; print its size, or export it for other engines."""
-    from .grammar import compile_turn
+    from toolgrammar.grammar import compile_turn
 
     if not tools.is_file():
         _fail(f"no such tools file: {tools}")
@@ -102,7 +102,7 @@ def grammar_command(
     elif export == "json":
         typer.echo(json.dumps(stats, indent=2))
     elif export in EXPORTS:
-        from .exports import export as export_grammar
+        from toolgrammar.exports import export as export_grammar
 
         try:
             typer.echo(export_grammar(grammar, export), nl=False)

@@ -21,8 +21,8 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from .cli import app
-from .formats import FORMAT_HELP
+from toolgrammar.cli import app
+from toolgrammar.formats import FORMAT_HELP
 
 ARGUMENT_MODES = ("schema", "strings")
 PARSE_MODES = ("strict", "seed", "lenient")
@@ -90,14 +90,14 @@ def parse_command(
     Exit code 0 when every block is a valid call (or the turn has none: a final answer), 1 when
     some block has an error, 2 on bad input.
     """
-    from .errors import ToolgrammarError
-    from .parser import parse_turn
+    from toolgrammar.errors import ToolgrammarError
+    from toolgrammar.parser import parse_turn
 
     if mode not in ARGUMENT_MODES:
         _fail(f"--mode {mode!r} is not one of: {', '.join(ARGUMENT_MODES)}")
     if parse_mode not in PARSE_MODES:
         _fail(f"--parse-mode {parse_mode!r} is not one of: {', '.join(PARSE_MODES)}")
-    from .formats import get_format
+    from toolgrammar.formats import get_format
 
     try:
         format_modes = get_format(format).parse_modes

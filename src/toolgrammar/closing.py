@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from .vocab import Vocabulary
+    from toolgrammar.vocab import Vocabulary
 
 NEGLIGIBLE = 2.0**-24
 """A closing probability below this (float32's resolution of 1) is dropped: it moves no logit."""

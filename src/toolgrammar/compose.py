@@ -30,7 +30,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from .automaton import (
+from toolgrammar.automaton import (
     DEAD,
     DFA,
     MAX_DFA_STATES,
@@ -55,7 +55,7 @@ from .automaton import (
     shift_into,
     subset_dfa,
 )
-from .errors import GrammarError
+from toolgrammar.errors import GrammarError
 
 SUBSET_UP_TO = 300
 """Parts estimated at up to this many states (:func:`~toolgrammar.automaton.estimate_size`) are built by

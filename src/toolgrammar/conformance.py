@@ -68,16 +68,16 @@ from canitoolcall.results import ParsedToolCall, ParseResult, StreamAccumulator
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-    from .formats.base import ParseMode, ToolCallFormat
-    from .tools import ToolSet
-    from .turn import TurnParse
-    from .vocab import Vocabulary
+    from toolgrammar.formats.base import ParseMode, ToolCallFormat
+    from toolgrammar.tools import ToolSet
+    from toolgrammar.turn import TurnParse
+    from toolgrammar.vocab import Vocabulary
 
 
 def _families() -> dict[str, tuple[str, ParseMode]]:
     """CanIToolCall family slug -> (format name, parse mode), as each registered format declares
     (:attr:`~toolgrammar.formats.base.ToolCallFormat.canitoolcall_families`)."""
-    from .formats import FORMATS, get_format
+    from toolgrammar.formats import FORMATS, get_format
 
     out: dict[str, tuple[str, ParseMode]] = {}
     for name in FORMATS:
@@ -153,8 +153,8 @@ def vocabulary_name(repo: str) -> str | None:
 @cache
 def vocabulary(name: str) -> Vocabulary:
     """A vocabulary of :data:`VOCABULARIES` by name, built once per process (~0.3 s)."""
-    from .errors import TokenizerError
-    from .vocab import qwen3_vocabulary, qwen35_vocabulary
+    from toolgrammar.errors import TokenizerError
+    from toolgrammar.vocab import qwen3_vocabulary, qwen35_vocabulary
 
     builders = {"qwen3-151k": qwen3_vocabulary, "qwen3.5-248k": qwen35_vocabulary}
     try:
@@ -183,7 +183,7 @@ def _qwen35_encoder() -> Tokenizer:
     """Qwen3.5's tokenizer (converted once from the tiktoken file), only to encode fixtures without ids."""
     from tokenizers import Tokenizer
 
-    from .vocab import qwen35_tokenizer_json
+    from toolgrammar.vocab import qwen35_tokenizer_json
 
     return Tokenizer.from_file(str(qwen35_tokenizer_json()))
 
@@ -248,7 +248,7 @@ class VocabularyDetokenizer:
 def decode_stream(source: Tokenizer | Vocabulary, chunks: Sequence[Sequence[int]]) -> list[str]:
     """The text delta of each chunk (the last one flushes the detokenizer): a ``tokenizers`` tokenizer
     goes through :class:`IncrementalDetokenizer`, a vocabulary through :class:`VocabularyDetokenizer`."""
-    from .vocab import Vocabulary
+    from toolgrammar.vocab import Vocabulary
 
     detok = VocabularyDetokenizer(source) if isinstance(source, Vocabulary) else IncrementalDetokenizer(source)
     deltas = [detok.add(chunk) for chunk in chunks]
@@ -283,7 +283,7 @@ class CanIToolCallAdapter(Adapter):
     # -- identity
 
     def version(self) -> str:
-        from . import __version__
+        from toolgrammar import __version__
 
         tokenizer_path()  # raises AdapterUnavailable with the install hint
         return __version__
@@ -397,14 +397,14 @@ class CanIToolCallAdapter(Adapter):
     # -- internals
 
     def _format(self, family: str) -> ToolCallFormat:
-        from .formats import get_format
+        from toolgrammar.formats import get_format
 
         return get_format(FAMILY_FORMATS[family])
 
     def _fixture_format(self, raw: ReplayInput) -> ToolCallFormat:
         """The family's format, or the variant it names for the fixture's tokenizer pin
         (:meth:`~toolgrammar.formats.base.ToolCallFormat.fixture_format`)."""
-        from .formats import get_format
+        from toolgrammar.formats import get_format
 
         fmt = self._format(raw.family)
         variant = fmt.fixture_format(raw.tokenizer.repo if raw.tokenizer is not None else raw.model)
@@ -421,7 +421,7 @@ class CanIToolCallAdapter(Adapter):
 
     def _format_vocabulary(self, raw: ReplayInput) -> Vocabulary | None:
         """The vocabulary the family's format locates for the fixture's tokenizer pin (``None``: none ships)."""
-        from .errors import TokenizerError
+        from toolgrammar.errors import TokenizerError
 
         repo = raw.tokenizer.repo if raw.tokenizer is not None else raw.model
         try:
@@ -442,7 +442,7 @@ class CanIToolCallAdapter(Adapter):
         return toolset
 
     def _parse_text(self, raw: ReplayInput, text: str, tools: Sequence[ToolSpec]) -> TurnParse:
-        from .parser import parse_turn
+        from toolgrammar.parser import parse_turn
 
         return parse_turn(
             text,
@@ -453,7 +453,7 @@ class CanIToolCallAdapter(Adapter):
         )
 
     def _stream(self, raw: ReplayInput, deltas: Sequence[str], tools: Sequence[ToolSpec]) -> ParseResult:
-        from .parser import TurnStreamParser
+        from toolgrammar.parser import TurnStreamParser
 
         stream = TurnStreamParser(
             self._toolset(raw, tools),
@@ -486,8 +486,8 @@ def fixture_toolset(tools: Sequence[ToolSpec]) -> tuple[ToolSet, str]:
     grammar cannot enforce), each tool keeps its original ``parameters`` and calls are validated
     against them by ``jsonschema`` as they are (missing/unknown arguments still checked first).
     """
-    from .errors import ToolSchemaError
-    from .tools import Tool, ToolSet, load_tools
+    from toolgrammar.errors import ToolSchemaError
+    from toolgrammar.tools import Tool, ToolSet, load_tools
 
     try:
         return load_tools(list(tools), mode="schema"), "schema"

@@ -39,17 +39,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import cache as disk_cache
-from . import native as native_core
-from .automaton import DEAD, EOS, N_SYMBOLS, SPECIAL, literal_bytes
-from .errors import TokenizerError
-from .grammar import tool_literals
+from toolgrammar import cache as disk_cache
+from toolgrammar import native as native_core
+from toolgrammar.automaton import DEAD, EOS, N_SYMBOLS, SPECIAL, literal_bytes
+from toolgrammar.errors import TokenizerError
+from toolgrammar.grammar import tool_literals
 
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from .grammar import TurnGrammar
-    from .vocab import Vocabulary
+    from toolgrammar.grammar import TurnGrammar
+    from toolgrammar.vocab import Vocabulary
 
 TRIE_MIN_SYMBOLS = 32
 """States accepting more symbols than this (text) get their masks from :meth:`TokenTable.walk_trie`."""
@@ -653,7 +653,7 @@ def clear_compiled() -> None:
     schema trees, shared sub-automata and turn skeletons, tool tails. What a new process knows, except the
     disk cache and the token tables (the tokenizer's data and its text-state exits, see
     :func:`clear_text_exits`)."""
-    from . import automaton, json_grammar, lazy, tools
+    from toolgrammar import automaton, json_grammar, lazy, tools
 
     _grammars.clear()
     tools.clear_recent()
@@ -700,7 +700,7 @@ class TokenGrammar:
     """A turn grammar over one vocabulary: per-state masks (cached), the budget bound, stepping."""
 
     def __init__(self, grammar: TurnGrammar, vocab: Vocabulary):
-        from .lazy import LazyAutomaton
+        from toolgrammar.lazy import LazyAutomaton
 
         self.grammar = grammar
         self.vocab = vocab

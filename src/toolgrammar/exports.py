@@ -53,15 +53,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from . import policy
-from .automaton import ANY_TEXT_SYMBOL, Node, avoiding, not_prefixed, seq, star
-from .errors import GrammarError
-from .portable_regex import _push, to_portable_regex
+from toolgrammar import policy
+from toolgrammar.automaton import ANY_TEXT_SYMBOL, Node, avoiding, not_prefixed, seq, star
+from toolgrammar.errors import GrammarError
+from toolgrammar.portable_regex import _push, to_portable_regex
 
 if TYPE_CHECKING:
-    from .formats.base import ToolCallFormat
-    from .grammar import GrammarOptions, TurnGrammar
-    from .tools import ToolSet
+    from toolgrammar.formats.base import ToolCallFormat
+    from toolgrammar.grammar import GrammarOptions, TurnGrammar
+    from toolgrammar.tools import ToolSet
 
 try:  # Python 3.11+
     from re import _constants as _sre_c
@@ -325,7 +325,7 @@ class _RuleLowering(policy.Lowering[Expr]):
 
     def __init__(self, turn_policy: policy.TurnPolicy) -> None:
         super().__init__()
-        from .grammar import _NodeLowering
+        from toolgrammar.grammar import _NodeLowering
 
         self.rules: dict[str, Expr] = {}
         self._by_body: dict[Expr, str] = {}
@@ -363,7 +363,7 @@ class _RuleLowering(policy.Lowering[Expr]):
     def free_text(self, part: policy.FreeText) -> Expr:
         if part.wrapper is None:
             return self._leaf("free-text", self._nodes(part))
-        from .grammar import free_text_node
+        from toolgrammar.grammar import free_text_node
 
         opener, closer = part.wrapper
         text = _cat(self._leaf("free-text", free_text_node(part)), Str(closer))
@@ -633,7 +633,7 @@ def to_lark(turn: TurnGrammar) -> str:
 def to_structural_tag(turn: TurnGrammar) -> str:
     """The turn grammar as an xgrammar structural tag, JSON text (raises :class:`GrammarError` where a
     structural tag cannot say it: see :mod:`toolgrammar.structural_tag`)."""
-    from .structural_tag import turn_structural_tag
+    from toolgrammar.structural_tag import turn_structural_tag
 
     return json.dumps(turn_structural_tag(turn), indent=1, ensure_ascii=True) + "\n"
 
@@ -668,10 +668,10 @@ def golden_files(formats: Iterable[str] | None = None) -> dict[str, str]:
     """``<format>/<policy><suffix>`` -> text, for the bundled tools, every policy of :data:`POLICIES` and
     every format (default: every registered format). The structural tag is left out where it refuses the
     policy (``qwen-xml``); GBNF and lark say every policy (an error there raises)."""
-    from .compare import bundled_tools_path
-    from .formats import FORMATS, get_format
-    from .grammar import options_from_kwargs
-    from .tools import load_tools
+    from toolgrammar.compare import bundled_tools_path
+    from toolgrammar.formats import FORMATS, get_format
+    from toolgrammar.grammar import options_from_kwargs
+    from toolgrammar.tools import load_tools
 
     tools = load_tools(str(bundled_tools_path()))
     out: dict[str, str] = {}
@@ -692,10 +692,10 @@ def golden_files(formats: Iterable[str] | None = None) -> dict[str, str]:
 
 def without_grammar(fmt: str) -> str | None:
     """Why the registered format ``fmt`` has no grammar to export (its parser only), or ``None``."""
-    from .compare import bundled_tools_path
-    from .formats import get_format
-    from .grammar import options_from_kwargs
-    from .tools import load_tools
+    from toolgrammar.compare import bundled_tools_path
+    from toolgrammar.formats import get_format
+    from toolgrammar.grammar import options_from_kwargs
+    from toolgrammar.tools import load_tools
 
     try:
         get_format(fmt).block_grammar(load_tools(str(bundled_tools_path())), options_from_kwargs(format=fmt))

@@ -17,7 +17,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .models import ALIASES, DEFAULT_MODEL, QWEN25_CODER_PARTS, qwen25_coder_cached
+from toolgrammar.models import ALIASES, DEFAULT_MODEL, QWEN25_CODER_PARTS, qwen25_coder_cached
 
 __all__ = [
     "ACCELERATE",

@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from . import policy
-from .automaton import (
+from toolgrammar import policy
+from toolgrammar.automaton import (
     ANY_TEXT_SYMBOL,
     DEAD,
     DFA,
@@ -59,15 +59,15 @@ from .automaton import (
     star,
     to_regex,
 )
-from .errors import GrammarError
-from .formats import get_format
-from .json_grammar import Whitespace
-from .portable_regex import to_portable_regex
-from .tools import Tool, ToolSet, load_tools
+from toolgrammar.errors import GrammarError
+from toolgrammar.formats import get_format
+from toolgrammar.json_grammar import Whitespace
+from toolgrammar.portable_regex import to_portable_regex
+from toolgrammar.tools import Tool, ToolSet, load_tools
 
 if TYPE_CHECKING:
-    from .formats.base import ToolCallFormat
-    from .tools import Tool
+    from toolgrammar.formats.base import ToolCallFormat
+    from toolgrammar.tools import Tool
 
 Reasoning = Literal["enabled", "disabled", "prefilled"]
 """``enabled``: the turn may open with ``<think>``. ``disabled``: no reasoning part.

@@ -34,14 +34,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from .automaton import DEAD
-from .closing import close_row, follow, log_sum, stop_ids
-from .engine import Cursor, TokenGrammar, token_grammar
-from .errors import ProcessorError
-from .grammar import compile_turn
-from .masking import MaskApplier
-from .steering import CallPoints, call_openers, steer_row
-from .vocab import Vocabulary
+from toolgrammar.automaton import DEAD
+from toolgrammar.closing import close_row, follow, log_sum, stop_ids
+from toolgrammar.engine import Cursor, TokenGrammar, token_grammar
+from toolgrammar.errors import ProcessorError
+from toolgrammar.grammar import compile_turn
+from toolgrammar.masking import MaskApplier
+from toolgrammar.steering import CallPoints, call_openers, steer_row
+from toolgrammar.vocab import Vocabulary
 
 try:  # transformers is the point of this module, but keep the class importable for type checks
     from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList

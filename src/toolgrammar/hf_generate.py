@@ -22,13 +22,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .errors import ToolgrammarError
-from .formats import get_format
-from .grammar import GrammarOptions, Reasoning
-from .hf import ToolCallLogitsProcessor
-from .parser import parse_turn
-from .tools import load_tools
-from .turn import ToolCall, TurnParse
+from toolgrammar.errors import ToolgrammarError
+from toolgrammar.formats import get_format
+from toolgrammar.grammar import GrammarOptions, Reasoning
+from toolgrammar.hf import ToolCallLogitsProcessor
+from toolgrammar.parser import parse_turn
+from toolgrammar.tools import load_tools
+from toolgrammar.turn import ToolCall, TurnParse
 
 __all__ = ["GenerateError", "GeneratedTurn", "generate_turn", "generate_turns"]
 

@@ -20,7 +20,7 @@ from functools import lru_cache
 from json.encoder import encode_basestring
 from typing import TYPE_CHECKING, Any
 
-from .automaton import (
+from toolgrammar.automaton import (
     MAX_ESTIMATED_SIZE,
     Members,
     Node,
@@ -37,12 +37,12 @@ from .automaton import (
     star,
     utf8_char,
 )
-from .errors import GrammarError, SchemaTooLargeError, ToolSchemaError
-from .schema_numbers import Bounds, integer_node, number_node
-from .schema_strings import StringSchemaError, constrained_text, string_language
+from toolgrammar.errors import GrammarError, SchemaTooLargeError, ToolSchemaError
+from toolgrammar.schema_numbers import Bounds, integer_node, number_node
+from toolgrammar.schema_strings import StringSchemaError, constrained_text, string_language
 
 if TYPE_CHECKING:
-    from .tools import Tool
+    from toolgrammar.tools import Tool
 
 
 @dataclass(frozen=True)

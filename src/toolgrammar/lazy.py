@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .automaton import (
+from toolgrammar.automaton import (
     _LAZY,
     DEAD,
     DFA,
@@ -65,10 +65,10 @@ from .automaton import (
     shortest_witness,
     structure_key,
 )
-from .errors import GrammarError
+from toolgrammar.errors import GrammarError
 
 if TYPE_CHECKING:
-    from .tools import Tool
+    from toolgrammar.tools import Tool
 
 MAX_CACHED_TAILS = 1024
 """Compiled tails kept process-wide (least recently used out)."""

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from .closing import NEGLIGIBLE, choose, pooled
-from .engine import StateMask
-from .steering import CallOpeners
+from toolgrammar.closing import NEGLIGIBLE, choose, pooled
+from toolgrammar.engine import StateMask
+from toolgrammar.steering import CallOpeners
 
 NEG_INF = float("-inf")
 

@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import ToolgrammarError
-from .packages import package_dir
+from toolgrammar.errors import ToolgrammarError
+from toolgrammar.packages import package_dir
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -363,7 +363,7 @@ def load_model(spec: str = DEFAULT_MODEL, *, cache_dir: str | os.PathLike[str] |
 
     name = ALIASES.get(spec, spec)
     if name == "tiny-random":
-        from .vocab import load_qwen3_tokenizer
+        from toolgrammar.vocab import load_qwen3_tokenizer
 
         tokenizer = load_qwen3_tokenizer()
         check_chat_template(tokenizer, spec)

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ToolgrammarError
+from toolgrammar.errors import ToolgrammarError
 
 __all__ = ["NameFitError", "Spelling", "call_targets", "name_fit", "takes_keyword"]
 

@@ -23,7 +23,7 @@ ENV = "TOOLGRAMMAR_NATIVE"
 
 def _load() -> ModuleType | None:
     try:
-        from . import _native  # type: ignore[attr-defined]
+        from toolgrammar import _native  # type: ignore[attr-defined]
     except ImportError:
         return None
     return _native

@@ -29,11 +29,11 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from .checks import check_call
-from .turn import CallError, ToolCall
+from toolgrammar.checks import check_call
+from toolgrammar.turn import CallError, ToolCall
 
 if TYPE_CHECKING:
-    from .tools import ToolSet
+    from toolgrammar.tools import ToolSet
 
 OTHER_SHAPE_KIND = "other-shape"
 """The error kind of a call written outside the format's blocks: it never runs."""

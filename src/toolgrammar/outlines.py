@@ -82,10 +82,10 @@ except ImportError as error:
 
 import torch
 
-from .errors import ProcessorError
-from .formats import get_format
-from .hf import ToolCallLogitsProcessor
-from .tools import load_tools
+from toolgrammar.errors import ProcessorError
+from toolgrammar.formats import get_format
+from toolgrammar.hf import ToolCallLogitsProcessor
+from toolgrammar.tools import load_tools
 
 __all__ = ["ToolCallGenerator", "ToolCallProcessor", "ToolPrompt", "chat_prompt"]
 

@@ -32,12 +32,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from .formats import get_format
-from .turn import ToolCall, TurnParse
+from toolgrammar.formats import get_format
+from toolgrammar.turn import ToolCall, TurnParse
 
 if TYPE_CHECKING:
-    from .formats.base import ParseMode, ToolCallFormat
-    from .tools import ToolSet
+    from toolgrammar.formats.base import ParseMode, ToolCallFormat
+    from toolgrammar.tools import ToolSet
 
 DeltaKind = Literal["content", "reasoning", "tool_call"]
 
@@ -88,7 +88,7 @@ def load_toolset(tools: Any, *, tool_mode: str | None = None) -> ToolSet:
     A ToolSet is returned as is unless ``tool_mode`` names another argument mode; anything else is
     loaded in ``tool_mode`` (default ``"schema"``).
     """
-    from .tools import ToolSet, load_tools
+    from toolgrammar.tools import ToolSet, load_tools
 
     if tool_mode is None:
         tool_mode = tools.mode if isinstance(tools, ToolSet) else "schema"

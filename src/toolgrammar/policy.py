@@ -50,13 +50,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Generic, TypeAlias, TypeVar
 
-from .errors import GrammarError
+from toolgrammar.errors import GrammarError
 
 if TYPE_CHECKING:
-    from .automaton import Node
-    from .formats.base import ToolCallFormat
-    from .grammar import GrammarOptions
-    from .tools import ToolSet
+    from toolgrammar.automaton import Node
+    from toolgrammar.formats.base import ToolCallFormat
+    from toolgrammar.grammar import GrammarOptions
+    from toolgrammar.tools import ToolSet
 
 
 @dataclass(frozen=True)

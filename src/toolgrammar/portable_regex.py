@@ -37,7 +37,7 @@ from functools import cache
 
 import numpy as np
 
-from .automaton import (
+from toolgrammar.automaton import (
     DFA,
     EOS,
     Alt,
@@ -58,7 +58,7 @@ from .automaton import (
     seq,
     to_regex,
 )
-from .errors import GrammarError
+from toolgrammar.errors import GrammarError
 
 __all__ = ["MAX_SPELLED_STATES", "needs_lookaround", "to_portable_regex"]
 

@@ -74,8 +74,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ToolgrammarError
-from .name_fit import NameFitError, Spelling, call_targets, name_fit, takes_keyword
+from toolgrammar.errors import ToolgrammarError
+from toolgrammar.name_fit import NameFitError, Spelling, call_targets, name_fit, takes_keyword
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
@@ -327,7 +327,7 @@ class RelevanceGate:
         if method == "question":
             self.yes_ids, self.no_ids = yes_no_tokens(tokenizer)
         if method == "name":
-            from .formats import get_format
+            from toolgrammar.formats import get_format
 
             self.format = get_format(format)
             self._spelling: Spelling | None = None
@@ -388,7 +388,7 @@ class RelevanceGate:
     def name_fit(self, messages: Sequence[Mapping[str, Any]], tools: Any) -> float:
         """The ``name`` score of one conversation (:func:`toolgrammar.name_fit.name_fit`)."""
         if self._spelling is None:
-            from .hf import vocabulary_of
+            from toolgrammar.hf import vocabulary_of
 
             vocab = vocabulary_of(self.tokenizer)
             self._spelling = Spelling.of(vocab.token_bytes, exclude=sorted(vocab.eos_ids))

@@ -46,7 +46,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .errors import ToolgrammarError
+from toolgrammar.errors import ToolgrammarError
 
 TOOL_NAMES: tuple[str, ...] = ("read_file", "list_files", "grep", "write_file", "run_tests")
 """The five tools of the seed harness, in the order ``data/tools.json`` offers them."""

@@ -31,7 +31,7 @@ from functools import lru_cache
 
 import jsonschema
 
-from .schema_strings import Rx, StringSchemaError, parse_pattern
+from toolgrammar.schema_strings import Rx, StringSchemaError, parse_pattern
 
 _YEAR = r"(?:[0-9]{3}[1-9]|[0-9]{2}[1-9]0|[0-9][1-9]00|[1-9]000)"
 _LEAP_YEAR = r"(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)"

@@ -30,8 +30,8 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from .automaton import Node, alt, chars, lit, opt, repeat, seq, star
-from .schema_strings import counted
+from toolgrammar.automaton import Node, alt, chars, lit, opt, repeat, seq, star
+from toolgrammar.schema_strings import counted
 
 MAX_EXACT_DIGITS = 24
 """Longest integer bound (in digits) enforced digit by digit; longer ones move inward to a power of ten."""

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from .automaton import (
+from toolgrammar.automaton import (
     MAX_ESTIMATED_SIZE,
     Node,
     Sym,
@@ -620,7 +620,7 @@ def string_language(schema: dict[str, Any]) -> Rx | None:
 
 @lru_cache(maxsize=256)
 def _language(pattern: str | None, fmt: str | None, lo: int, hi: int | None) -> Rx:
-    from .schema_formats import format_language
+    from toolgrammar.schema_formats import format_language
 
     if pattern is not None and fmt is not None:
         raise StringSchemaError(

@@ -27,15 +27,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .errors import GrammarError
-from .formats import get_format, registered_format
-from .formats.text import partial_suffix
-from .parser import parse_turn
+from toolgrammar.errors import GrammarError
+from toolgrammar.formats import get_format, registered_format
+from toolgrammar.formats.text import partial_suffix
+from toolgrammar.parser import parse_turn
 
 if TYPE_CHECKING:
-    from .grammar import TurnGrammar
-    from .tools import ToolSet
-    from .turn import ToolCall, TurnParse
+    from toolgrammar.grammar import TurnGrammar
+    from toolgrammar.tools import ToolSet
+    from toolgrammar.turn import ToolCall, TurnParse
 
 
 def tool_choice_option(tool_choice: Any) -> str:
@@ -133,7 +133,7 @@ def constraint_spec(
 
 def compiled_turn(spec: dict[str, Any]) -> TurnGrammar:
     """The spec's turn grammar, from the processor's own cache (compiled once per distinct spec)."""
-    from .vllm import _compile_spec
+    from toolgrammar.vllm import _compile_spec
 
     return _compile_spec(spec)
 

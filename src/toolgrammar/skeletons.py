@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from . import cache
-from .automaton import DFA, _dispatch_points, clear_caches, compile_skeleton, skeleton_key
-from .errors import GrammarError
+from toolgrammar import cache
+from toolgrammar.automaton import DFA, _dispatch_points, clear_caches, compile_skeleton, skeleton_key
+from toolgrammar.errors import GrammarError
 
 SHIPPED_DIR = Path(__file__).parent / "data" / "skeletons"
 """Where the shipped skeletons are (one ``<structure key>.npz`` each)."""
@@ -64,7 +64,7 @@ def configurations() -> Iterator[tuple[str, dict[str, Any]]]:
     """Every ``(format, options)`` whose skeleton ships: each built-in format under each tool choice
     (a named tool too), reasoning mode (``prefilled`` where the format has reasoning markers) and parallel
     setting, the other options at their defaults."""
-    from .formats import FORMATS, get_format
+    from toolgrammar.formats import FORMATS, get_format
 
     for fmt, choice, reasoning, parallel in itertools.product(sorted(FORMATS), TOOL_CHOICES, REASONING, PARALLEL):
         if reasoning == "prefilled" and not get_format(fmt).markers.think_open:
@@ -93,7 +93,7 @@ def save_skeleton(key: str, dfa: DFA, points: Sequence[tuple[int, int, int]]) ->
 
 
 def _checker(n_dispatches: int) -> cache.Check:
-    from .grammar import _check_cached_dfa  # the layout of a cached turn automaton, which this shares
+    from toolgrammar.grammar import _check_cached_dfa  # the layout of a cached turn automaton, which this shares
 
     def check(entry: dict[str, np.ndarray]) -> str | None:
         problem = _check_cached_dfa(entry)
@@ -140,9 +140,9 @@ def _arrays(dfa: DFA, points: Sequence[tuple[int, int, int]]) -> dict[str, np.nd
 def compiled() -> dict[str, tuple[list[str], dict[str, np.ndarray]]]:
     """Every configuration's skeleton compiled now (not read from anywhere): key -> (the configurations
     that share it, its arrays as a shipped file holds them)."""
-    from .formats import get_format
-    from .grammar import options_from_kwargs, turn_node
-    from .tools import load_tools
+    from toolgrammar.formats import get_format
+    from toolgrammar.grammar import options_from_kwargs, turn_node
+    from toolgrammar.tools import load_tools
 
     tools, other_tools = load_tools(list(SAMPLE_TOOLS)), load_tools(list(OTHER_TOOLS))
     out: dict[str, tuple[list[str], dict[str, np.ndarray]]] = {}

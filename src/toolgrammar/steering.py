@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .errors import ProcessorError
+from toolgrammar.errors import ProcessorError
 
 if TYPE_CHECKING:
-    from .engine import TokenGrammar
-    from .vocab import Vocabulary
+    from toolgrammar.engine import TokenGrammar
+    from toolgrammar.vocab import Vocabulary
 
 OTHER_SHAPE_PREFIXES: tuple[bytes, ...] = (b"```", b"{", b"[{")
 """What the text of an other-shape opener starts with, after leading whitespace."""

@@ -42,13 +42,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import policy
-from .automaton import Alt, Avoid, Group, Lit, Members, Node, NotPrefixed, Repeat, Seq, Shared, seq, to_regex
-from .errors import GrammarError
-from .grammar import compile_turn
+from toolgrammar import policy
+from toolgrammar.automaton import Alt, Avoid, Group, Lit, Members, Node, NotPrefixed, Repeat, Seq, Shared, seq, to_regex
+from toolgrammar.errors import GrammarError
+from toolgrammar.grammar import compile_turn
 
 if TYPE_CHECKING:
-    from .grammar import TurnGrammar
+    from toolgrammar.grammar import TurnGrammar
 
 
 def structural_tag(tools: Any, *, format: str = "hermes", mode: str = "schema", **options: Any) -> dict[str, Any]:

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .automaton import EOS
-from .engine import Cursor, StateMask, TokenGrammar
-from .grammar import TurnGrammar
+from toolgrammar.automaton import EOS
+from toolgrammar.engine import Cursor, StateMask, TokenGrammar
+from toolgrammar.grammar import TurnGrammar
 
 
 def accepts(grammar: TurnGrammar, text: str | bytes, *, complete: bool = True) -> bool:

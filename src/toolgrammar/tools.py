@@ -497,7 +497,7 @@ def _warn(notes: Sequence[str], stacklevel: int = 3) -> None:
 
 
 def _to_disk(key: str, toolset: ToolSet) -> None:
-    from . import cache
+    from toolgrammar import cache
 
     data = [[t.name, t.description, t.parameters, t.source] for t in toolset.tools]
     text = json.dumps(data, ensure_ascii=False).encode("utf-8")
@@ -506,7 +506,7 @@ def _to_disk(key: str, toolset: ToolSet) -> None:
 
 def _from_disk(key: str, mode: ArgumentMode) -> ToolSet | None:
     """A tool list validated by an earlier process (keyed by the exact input text), read back as is."""
-    from . import cache
+    from toolgrammar import cache
 
     entry = cache.load("tools", key, check=_check_cached_tools)
     if entry is None:

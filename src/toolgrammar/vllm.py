@@ -73,18 +73,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .closing import close_row, follow, log_sum, stop_ids
-from .errors import GrammarError, ProcessorError, ToolgrammarError
-from .grammar import GrammarOptions, TurnGrammar, compile_turn
-from .steering import CallPoints, call_openers, steer_row
-from .structural_tag import structural_tag, turn_structural_tag, xgrammar_regex
+from toolgrammar.closing import close_row, follow, log_sum, stop_ids
+from toolgrammar.errors import GrammarError, ProcessorError, ToolgrammarError
+from toolgrammar.grammar import GrammarOptions, TurnGrammar, compile_turn
+from toolgrammar.steering import CallPoints, call_openers, steer_row
+from toolgrammar.structural_tag import structural_tag, turn_structural_tag, xgrammar_regex
 
 if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from .engine import Cursor, StateMask, TokenGrammar
-    from .vocab import Vocabulary
+    from toolgrammar.engine import Cursor, StateMask, TokenGrammar
+    from toolgrammar.vocab import Vocabulary
 
 try:  # the processor must subclass vLLM's base class; keep the module importable without vLLM
     from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
@@ -179,7 +179,7 @@ def _normalize_spec(raw: Any) -> dict[str, Any]:
         if key in raw and not isinstance(raw[key], bool):
             raise GrammarError(f"extra_args[{EXTRA_ARGS_KEY!r}][{key!r}] must be true or false, got {raw[key]!r}")
     if "format" in raw:  # data from a request: it selects a registered format, it never names code to import
-        from .formats import registered_format
+        from toolgrammar.formats import registered_format
 
         registered_format(raw["format"], where=f"extra_args[{EXTRA_ARGS_KEY!r}]['format']")
     return dict(raw)
@@ -223,7 +223,7 @@ def _load_lenient(tools: Any, mode: str) -> Any:
     """``load_tools(tools, lenient=True)``, each of its reports (what was mapped or dropped, where) logged.
 
     Logged once per distinct spec: the compiled turn is cached, so a repeated request does not log again."""
-    from .tools import load_tools_lenient
+    from toolgrammar.tools import load_tools_lenient
 
     toolset, notes = load_tools_lenient(tools, mode=mode)
     for note in notes:
@@ -298,7 +298,7 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
     """
 
     def __init__(self, vllm_config: Any, device: Any, is_pin_memory: bool):
-        from .masking import MaskApplier
+        from toolgrammar.masking import MaskApplier
 
         self.vllm_config = vllm_config
         self.device = device
@@ -451,7 +451,7 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
         if self.max_model_len is not None and prompt_ids is not None:
             room = self.max_model_len - len(prompt_ids)
             budget = room if budget is None else min(budget, room)
-        from .engine import Cursor
+        from toolgrammar.engine import Cursor
 
         grammar = compiled.grammar
         cursor = Cursor(grammar, budget if budget is None or budget >= 1 else 1)
@@ -513,7 +513,7 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
     def _compiled(self, spec: dict[str, Any]) -> _Compiled:
         """The spec's token grammar (and, once a request steers, its call points), shared by every request
         with the same grammar; up to 64 kept, the oldest dropped."""
-        from .engine import token_grammar
+        from toolgrammar.engine import token_grammar
 
         key = _grammar_key(spec)
         compiled = self._grammars.get(key)
@@ -546,7 +546,7 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
             return self._vocab
         if self._vocab_error is not None:
             raise ProcessorError(self._vocab_error)
-        from .vocab import Vocabulary
+        from toolgrammar.vocab import Vocabulary
 
         try:
             from vllm.tokenizers import cached_tokenizer_from_config
@@ -677,8 +677,8 @@ def write_tiny_random_qwen3(directory: Any, *, seed: int = 0) -> Any:
         return path
     import torch
 
-    from .models import tiny_random_qwen3
-    from .vocab import load_qwen3_tokenizer
+    from toolgrammar.models import tiny_random_qwen3
+    from toolgrammar.vocab import load_qwen3_tokenizer
 
     model = tiny_random_qwen3(seed=seed).to(torch.bfloat16)
     model.config.max_position_embeddings = 8192

@@ -69,9 +69,9 @@ from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionReque
 from vllm.renderers.chat_utils import make_tool_call_id
 from vllm.tool_parsers.abstract_tool_parser import ToolParser, ToolParserManager
 
-from .errors import ToolgrammarError
-from .formats import get_format
-from .serving import (
+from toolgrammar.errors import ToolgrammarError
+from toolgrammar.formats import get_format
+from toolgrammar.serving import (
     LENIENT_ENV,
     LENIENT_XARG,
     STEER_ENV,
@@ -82,8 +82,8 @@ from .serving import (
     constraint_spec,
     request_setting,
 )
-from .turn import ToolCall as TurnCall
-from .vllm import EXTRA_ARGS_KEY
+from toolgrammar.turn import ToolCall as TurnCall
+from toolgrammar.vllm import EXTRA_ARGS_KEY
 
 logger = logging.getLogger("toolgrammar.vllm")
 

@@ -75,7 +75,7 @@ Every name is importable from :mod:`toolgrammar.compare` itself, as before the s
 
 from __future__ import annotations
 
-from .config import (
+from toolgrammar.compare.config import (
     DEFAULT_LIMIT,
     DEFAULT_MAX_NEW_TOKENS,
     MODES,
@@ -89,13 +89,22 @@ from .config import (
     load_tasks,
     missing_requirements,
 )
-from .generation import Generation, Generator, HFGenerator, assistant_opening
-from .judging import arguments_match, judge_turn, rejudge_run
-from .progress import _progress as _progress  # private names other modules import from here: re-exported
-from .report import INTENDED_ERROR_KINDS, Report, summarize, summarize_side, summary_rows, write_chart
-from .running import _initial_messages as _initial_messages
-from .running import _run_mode as _run_mode
-from .running import prepare, run_compare
+from toolgrammar.compare.generation import Generation, Generator, HFGenerator, assistant_opening
+from toolgrammar.compare.judging import arguments_match, judge_turn, rejudge_run
+from toolgrammar.compare.progress import (
+    _progress as _progress,  # private names other modules import from here: re-exported
+)
+from toolgrammar.compare.report import (
+    INTENDED_ERROR_KINDS,
+    Report,
+    summarize,
+    summarize_side,
+    summary_rows,
+    write_chart,
+)
+from toolgrammar.compare.running import _initial_messages as _initial_messages
+from toolgrammar.compare.running import _run_mode as _run_mode
+from toolgrammar.compare.running import prepare, run_compare
 
 __all__ = [
     "DEFAULT_LIMIT",

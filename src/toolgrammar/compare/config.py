@@ -10,8 +10,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import ToolgrammarError
-from ..extras import MATPLOTLIB, TQDM, Requirement, missing, model_requirements
+from toolgrammar.errors import ToolgrammarError
+from toolgrammar.extras import MATPLOTLIB, TQDM, Requirement, missing, model_requirements
 
 Mode = Literal["free", "constrained"]
 MODES: tuple[Mode, Mode] = ("free", "constrained")
@@ -244,7 +244,7 @@ class CompareConfig:
         if self.reasoning not in ("disabled", "enabled", "prefilled"):
             raise CompareError(f"--reasoning must be disabled, enabled or prefilled, got {self.reasoning!r}")
         if self.steer_gate != "none":
-            from ..relevance import RelevanceError, gate_methods
+            from toolgrammar.relevance import RelevanceError, gate_methods
 
             try:
                 gate_methods(self.steer_gate)

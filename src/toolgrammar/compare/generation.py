@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from ..formats import get_format
-from .config import CompareConfig, CompareError
+from toolgrammar.compare.config import CompareConfig, CompareError
+from toolgrammar.formats import get_format
 
 
 @dataclass
@@ -99,7 +99,7 @@ class HFGenerator:
     @property
     def processor(self) -> Any:
         if self._processor is None:
-            from ..hf import ToolCallLogitsProcessor
+            from toolgrammar.hf import ToolCallLogitsProcessor
 
             self._processor = ToolCallLogitsProcessor(
                 self.tokenizer,
@@ -117,7 +117,7 @@ class HFGenerator:
     def gate(self) -> Any:
         """The relevance gate ``config.steer_gate`` names, built on first use."""
         if self._gate is None:
-            from ..relevance import RelevanceGate
+            from toolgrammar.relevance import RelevanceGate
 
             self._gate = RelevanceGate(
                 self.model, self.tokenizer, method=self.config.steer_gate, format=self.config.format
@@ -271,7 +271,7 @@ def assistant_opening(config: CompareConfig, tools: Any) -> str:
     """
     if config.tool_choice in ("auto", "none") or config.prose_first or config.reasoning != "disabled":
         return ""
-    from ..grammar import compile_turn
+    from toolgrammar.grammar import compile_turn
 
     forced = compile_turn(tools, **config.grammar_options()).forced_text()
     return forced if forced.startswith(get_format(config.format).markers.block_open) else ""

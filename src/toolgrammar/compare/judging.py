@@ -8,11 +8,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..formats import get_format
-from ..other_shapes import find_other_shape_calls
-from ..sandbox import Sandbox
-from ..turn import Block, TurnParse
-from .config import CompareConfig, Task
+from toolgrammar.compare.config import CompareConfig, Task
+from toolgrammar.formats import get_format
+from toolgrammar.other_shapes import find_other_shape_calls
+from toolgrammar.sandbox import Sandbox
+from toolgrammar.turn import Block, TurnParse
 
 
 def _norm_argument(value: Any) -> Any:
@@ -39,7 +39,7 @@ class _Conversation:
 
 
 def _parse(text: str, tools: Any, config: CompareConfig) -> TurnParse:
-    from ..parser import parse_turn
+    from toolgrammar.parser import parse_turn
 
     return parse_turn(
         text, tools, format=config.format, mode=config.parse_mode, reasoning_started=config.reasoning == "prefilled"

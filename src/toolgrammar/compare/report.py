@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..other_shapes import OTHER_SHAPE_KIND
-from ..relevance import describe_gate
-from ..turn import ERROR_KINDS
-from .config import _CONFIG_VERSION, MODES, has_matplotlib
+from toolgrammar.compare.config import _CONFIG_VERSION, MODES, has_matplotlib
+from toolgrammar.other_shapes import OTHER_SHAPE_KIND
+from toolgrammar.relevance import describe_gate
+from toolgrammar.turn import ERROR_KINDS
 
 
 @dataclass

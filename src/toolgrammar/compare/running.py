@@ -12,10 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import ToolgrammarError
-from ..extras import missing_message
-from ..sandbox import Sandbox
-from .config import (
+from toolgrammar.compare.config import (
     _CONFIG_VERSION,
     MODES,
     CompareConfig,
@@ -28,10 +25,13 @@ from .config import (
     load_tasks,
     missing_requirements,
 )
-from .generation import Generator, HFGenerator, assistant_opening
-from .judging import _Conversation, _judged, _summarize_run
-from .progress import _progress
-from .report import Report, _markdown, summarize, write_chart
+from toolgrammar.compare.generation import Generator, HFGenerator, assistant_opening
+from toolgrammar.compare.judging import _Conversation, _judged, _summarize_run
+from toolgrammar.compare.progress import _progress
+from toolgrammar.compare.report import Report, _markdown, summarize, write_chart
+from toolgrammar.errors import ToolgrammarError
+from toolgrammar.extras import missing_message
+from toolgrammar.sandbox import Sandbox
 
 
 def _initial_messages(task: Task, config: CompareConfig) -> list[dict[str, Any]]:
@@ -239,8 +239,8 @@ def _environment(generator: Any) -> dict[str, Any]:
 
 def prepare(config: CompareConfig) -> tuple[Any, list[Task]]:
     """Check the config and load tools and tasks; raises :class:`CompareError` (or ToolSchemaError) on bad input."""
-    from ..errors import ToolSchemaError
-    from ..tools import load_tools
+    from toolgrammar.errors import ToolSchemaError
+    from toolgrammar.tools import load_tools
 
     config.check()
     tools_path = Path(config.tools) if config.tools else bundled_tools_path()
@@ -316,7 +316,7 @@ def run_compare(
 
     try:  # everything that can fail on bad input fails here, before any generation
         if generator is None:
-            from ..models import load_model
+            from toolgrammar.models import load_model
 
             generator = HFGenerator(load_model(config.model), tools, config)
         prepare_generator = getattr(generator, "prepare", None)

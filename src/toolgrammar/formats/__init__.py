@@ -10,10 +10,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from ..errors import GrammarError
+from toolgrammar.errors import GrammarError
 
 if TYPE_CHECKING:
-    from .base import ToolCallFormat
+    from toolgrammar.formats.base import ToolCallFormat
 
 FORMATS: dict[str, str] = {
     "hermes": "toolgrammar.formats.hermes:HermesFormat",
@@ -74,7 +74,7 @@ def registered_format(name: object, *, where: str = "a request") -> str:
 
 def get_format(name: str | ToolCallFormat) -> ToolCallFormat:
     """Return the format called ``name`` (a registered name or ``package.module:Class``)."""
-    from .base import ToolCallFormat
+    from toolgrammar.formats.base import ToolCallFormat
 
     if isinstance(name, ToolCallFormat):
         return name

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 if TYPE_CHECKING:
-    from ..automaton import Node
-    from ..grammar import GrammarOptions
-    from ..tools import Tool, ToolSet
-    from ..turn import ToolCall, TurnParse
-    from ..vocab import Vocabulary
-    from .reader import BlockReader, TurnStreamState
+    from toolgrammar.automaton import Node
+    from toolgrammar.formats.reader import BlockReader, TurnStreamState
+    from toolgrammar.grammar import GrammarOptions
+    from toolgrammar.tools import Tool, ToolSet
+    from toolgrammar.turn import ToolCall, TurnParse
+    from toolgrammar.vocab import Vocabulary
 
 ParseMode = Literal["strict", "seed", "lenient"]
 """``strict``: structure-aware block ends (a ``</tool_call>`` inside a JSON string stays in the string);
@@ -106,7 +106,7 @@ class ToolCallFormat(ABC):
 
     def parse_turn(self, text: str, tools: ToolSet, *, mode: ParseMode = "strict") -> TurnParse:
         """Split a turn into reasoning, content and checked blocks (the shared turn reader)."""
-        from .reader import read_turn
+        from toolgrammar.formats.reader import read_turn
 
         return read_turn(text, tools, self.block_reader(mode))
 
@@ -114,7 +114,7 @@ class ToolCallFormat(ABC):
         self, tools: ToolSet, *, mode: ParseMode = "strict", reasoning_started: bool = False
     ) -> TurnStreamState[Any]:
         """The incremental parser :class:`toolgrammar.parser.TurnStreamParser` drives."""
-        from .reader import TurnStreamState
+        from toolgrammar.formats.reader import TurnStreamState
 
         return TurnStreamState(tools, self.block_reader(mode), reasoning_started=reasoning_started)
 

@@ -23,12 +23,12 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from ..automaton import Node, alt, avoiding, group, lit, seq, star, utf8_char
-from ..errors import GrammarError, ToolSchemaError
-from ..json_grammar import SchemaContext, integer_value, number_value, schema_node
-from ..schema_strings import StringSchemaError, constrained_text, string_language
-from .qwen_xml import render_value
-from .qwen_xml.parser import convert_value
+from toolgrammar.automaton import Node, alt, avoiding, group, lit, seq, star, utf8_char
+from toolgrammar.errors import GrammarError, ToolSchemaError
+from toolgrammar.formats.qwen_xml import render_value
+from toolgrammar.formats.qwen_xml.parser import convert_value
+from toolgrammar.json_grammar import SchemaContext, integer_value, number_value, schema_node
+from toolgrammar.schema_strings import StringSchemaError, constrained_text, string_language
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

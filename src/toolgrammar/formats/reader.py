@@ -51,13 +51,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Literal, Protocol, TypeVar
 
-from ..turn import TurnParse
-from .text import Trimmed, partial_suffix
+from toolgrammar.formats.text import Trimmed, partial_suffix
+from toolgrammar.turn import TurnParse
 
 if TYPE_CHECKING:
-    from ..tools import ToolSet
-    from ..turn import Block, ToolCall
-    from .base import Markers
+    from toolgrammar.formats.base import Markers
+    from toolgrammar.tools import ToolSet
+    from toolgrammar.turn import Block, ToolCall
 
 StreamPiece = tuple[Literal["content", "reasoning"], str] | tuple[Literal["tool_call"], "ToolCall"]
 """What :meth:`TurnStreamState.feed` emits: a piece of content or reasoning text, or one checked call."""

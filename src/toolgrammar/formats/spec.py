@@ -11,8 +11,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from ..errors import GrammarError
-from .base import Markers
+from toolgrammar.errors import GrammarError
+from toolgrammar.formats.base import Markers
 
 _TUPLE_MARKERS = ("leak", "end_of_turn")
 

@@ -33,19 +33,19 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ...errors import ToolSchemaError
-from ..base import Markers, ToolCallFormat
-from ..spec import markers_of
-from .render import render_section
-from .shape import PACKAGE, Variant, section_openers, tokenizer_pins, variants
+from toolgrammar.errors import ToolSchemaError
+from toolgrammar.formats.base import Markers, ToolCallFormat
+from toolgrammar.formats.deepseek.render import render_section
+from toolgrammar.formats.deepseek.shape import PACKAGE, Variant, section_openers, tokenizer_pins, variants
+from toolgrammar.formats.spec import markers_of
 
 if TYPE_CHECKING:
-    from ...automaton import Node
-    from ...grammar import GrammarOptions
-    from ...tools import Tool, ToolSet
-    from ...turn import ToolCall
-    from ...vocab import Vocabulary
-    from .parser import DeepSeekBlocks
+    from toolgrammar.automaton import Node
+    from toolgrammar.formats.deepseek.parser import DeepSeekBlocks
+    from toolgrammar.grammar import GrammarOptions
+    from toolgrammar.tools import Tool, ToolSet
+    from toolgrammar.turn import ToolCall
+    from toolgrammar.vocab import Vocabulary
 
 FORMAT_NAMES: dict[str, str] = {
     "v3": "deepseek-v3",
@@ -80,7 +80,7 @@ class DeepSeekV41Format(ToolCallFormat):
         return variants()[self.variant_key]
 
     def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
-        from .grammar import block_grammar
+        from toolgrammar.formats.deepseek.grammar import block_grammar
 
         return block_grammar(tools, options, self.variant)
 
@@ -93,7 +93,7 @@ class DeepSeekV41Format(ToolCallFormat):
         return render_section(self.variant, [(c.name, c.arguments) for c in calls])
 
     def block_reader(self, mode: str = "strict") -> DeepSeekBlocks:
-        from .parser import DeepSeekBlocks
+        from toolgrammar.formats.deepseek.parser import DeepSeekBlocks
 
         return DeepSeekBlocks(mode, self.markers)
 
@@ -159,8 +159,8 @@ def _pin(repo: str) -> tuple[str, str, str, str] | None:
 def _vocabulary(dist: str, module: str, file: str) -> Vocabulary:
     """A DeepSeek vocabulary from an installed package's file, never importing the package (a ``.zip``
     holding ``tokenizer.json`` is unpacked once per process into a temporary folder)."""
-    from ...errors import TokenizerError
-    from ...vocab import Vocabulary, _package_file
+    from toolgrammar.errors import TokenizerError
+    from toolgrammar.vocab import Vocabulary, _package_file
 
     path = _package_file(module, dist, *file.split("/"))
     if path.suffix == ".zip":

@@ -22,17 +22,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ...automaton import Members, Node, alt, avoiding, dispatch, lit, seq, star, utf8_char
-from ...errors import GrammarError, ToolSchemaError
-from ...json_grammar import SchemaContext, arguments_node, check_size, schema_node
-from ...schema_strings import StringSchemaError, constrained_text, string_language
-from ..hermes.grammar import tail_key
-from .render import dumps
+from toolgrammar.automaton import Members, Node, alt, avoiding, dispatch, lit, seq, star, utf8_char
+from toolgrammar.errors import GrammarError, ToolSchemaError
+from toolgrammar.formats.deepseek.render import dumps
+from toolgrammar.formats.hermes.grammar import tail_key
+from toolgrammar.json_grammar import SchemaContext, arguments_node, check_size, schema_node
+from toolgrammar.schema_strings import StringSchemaError, constrained_text, string_language
 
 if TYPE_CHECKING:
-    from ...grammar import GrammarOptions
-    from ...tools import Tool, ToolSet
-    from .shape import Variant
+    from toolgrammar.formats.deepseek.shape import Variant
+    from toolgrammar.grammar import GrammarOptions
+    from toolgrammar.tools import Tool, ToolSet
 
 
 def block_grammar(tools: ToolSet, options: GrammarOptions, v: Variant) -> Node:

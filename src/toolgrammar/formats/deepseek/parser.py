@@ -37,16 +37,16 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ...checks import check_call
-from ...turn import Block, CallError
-from ..base import Markers
-from ..hermes.parser import JsonValueScanner
-from ..reader import Opener
-from ..text import partial_suffix
-from .shape import Variant, variants
+from toolgrammar.checks import check_call
+from toolgrammar.formats.base import Markers
+from toolgrammar.formats.deepseek.shape import Variant, variants
+from toolgrammar.formats.hermes.parser import JsonValueScanner
+from toolgrammar.formats.reader import Opener
+from toolgrammar.formats.text import partial_suffix
+from toolgrammar.turn import Block, CallError
 
 if TYPE_CHECKING:
-    from ...tools import ToolSet
+    from toolgrammar.tools import ToolSet
 
 MODES: tuple[str, ...] = ("strict",)
 
@@ -361,7 +361,7 @@ class DeepSeekBlocks:
     def __init__(self, mode: str = "strict", markers: Markers | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown parse mode {mode!r}; the deepseek formats have 'strict' only")
-        from . import DeepSeekFormat
+        from toolgrammar.formats.deepseek import DeepSeekFormat
 
         self.mode = mode
         self.markers = markers or DeepSeekFormat.markers

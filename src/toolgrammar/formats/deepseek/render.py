@@ -6,7 +6,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .shape import Variant
+    from toolgrammar.formats.deepseek.shape import Variant
 
 
 def dumps(value: Any) -> str:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
 
-from ..spec import format_spec
+from toolgrammar.formats.spec import format_spec
 
 PACKAGE = "toolgrammar.formats.deepseek"
 
@@ -48,7 +48,7 @@ class Variant:
 
     def render(self, calls: list[tuple[str, dict[str, Any]]]) -> str:
         """A section holding ``calls`` exactly as the template / encoder writes it."""
-        from .render import render_section
+        from toolgrammar.formats.deepseek.render import render_section
 
         return render_section(self, calls)
 

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ...errors import ToolSchemaError
-from ..base import Markers, ToolCallFormat
-from ..spec import format_spec, markers_of
+from toolgrammar.errors import ToolSchemaError
+from toolgrammar.formats.base import Markers, ToolCallFormat
+from toolgrammar.formats.spec import format_spec, markers_of
 
 if TYPE_CHECKING:
-    from ...automaton import Node
-    from ...grammar import GrammarOptions
-    from ...tools import Tool, ToolSet
-    from .parser import Gemma4Blocks
+    from toolgrammar.automaton import Node
+    from toolgrammar.formats.gemma4.parser import Gemma4Blocks
+    from toolgrammar.grammar import GrammarOptions
+    from toolgrammar.tools import Tool, ToolSet
 
 _SPEC: dict[str, str] = format_spec(__name__)["block"]
 QUOTE = _SPEC["quote"]
@@ -63,7 +63,7 @@ class Gemma4Format(ToolCallFormat):
     canitoolcall_families: ClassVar[dict[str, str]] = {"gemma4": "strict"}
 
     def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
-        from .grammar import block_grammar
+        from toolgrammar.formats.gemma4.grammar import block_grammar
 
         return block_grammar(tools, options, self.markers)
 
@@ -74,7 +74,7 @@ class Gemma4Format(ToolCallFormat):
         )
 
     def block_reader(self, mode: str = "strict") -> Gemma4Blocks:
-        from .parser import Gemma4Blocks
+        from toolgrammar.formats.gemma4.parser import Gemma4Blocks
 
         return Gemma4Blocks(mode, self.markers)
 
@@ -82,7 +82,7 @@ class Gemma4Format(ToolCallFormat):
         return ("}" + self.markers.block_close, QUOTE)
 
     def block_name(self, raw: str) -> str | None:
-        from .parser import block_name
+        from toolgrammar.formats.gemma4.parser import block_name
 
         return block_name(raw)
 

@@ -26,18 +26,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ...automaton import Members, Node, alt, avoiding, dispatch, lit, opt, repeat, seq, shared, star, utf8_char
-from ...errors import GrammarError, ToolSchemaError
-from ...json_grammar import SchemaContext, check_size, finite_number, integer_value, number_value
-from ...lazy import schema_tail_key
-from ...schema_strings import StringSchemaError, constrained_text, string_language
-from . import QUOTE, dictsort, render_value
-from .parser import CALL_PREFIX, ITEM_SEP, KEY_SEP
+from toolgrammar.automaton import Members, Node, alt, avoiding, dispatch, lit, opt, repeat, seq, shared, star, utf8_char
+from toolgrammar.errors import GrammarError, ToolSchemaError
+from toolgrammar.formats.gemma4 import QUOTE, dictsort, render_value
+from toolgrammar.formats.gemma4.parser import CALL_PREFIX, ITEM_SEP, KEY_SEP
+from toolgrammar.json_grammar import SchemaContext, check_size, finite_number, integer_value, number_value
+from toolgrammar.lazy import schema_tail_key
+from toolgrammar.schema_strings import StringSchemaError, constrained_text, string_language
 
 if TYPE_CHECKING:
-    from ...grammar import GrammarOptions
-    from ...tools import Tool, ToolSet
-    from ..base import Markers
+    from toolgrammar.formats.base import Markers
+    from toolgrammar.grammar import GrammarOptions
+    from toolgrammar.tools import Tool, ToolSet
 
 ANY_DEPTH = 2
 

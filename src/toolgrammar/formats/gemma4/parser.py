@@ -39,15 +39,15 @@ import math
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ...checks import check_call
-from ...turn import Block, CallError, ToolCall
-from ..reader import Opener, Span
-from ..reader import check_mode as check_reader_mode
-from ..spec import format_spec
+from toolgrammar.checks import check_call
+from toolgrammar.formats.reader import Opener, Span
+from toolgrammar.formats.reader import check_mode as check_reader_mode
+from toolgrammar.formats.spec import format_spec
+from toolgrammar.turn import Block, CallError, ToolCall
 
 if TYPE_CHECKING:
-    from ...tools import ToolSet
-    from ..base import Markers
+    from toolgrammar.formats.base import Markers
+    from toolgrammar.tools import ToolSet
 
 MODES: tuple[str, ...] = ("strict",)
 

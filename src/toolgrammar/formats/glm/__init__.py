@@ -24,18 +24,18 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ...errors import ToolSchemaError
-from ..base import Markers, ToolCallFormat
-from ..qwen_xml import render_value
-from ..spec import format_spec, markers_of
-from .grammar import Spelling
-from .parser import GlmBlocks, Tags
+from toolgrammar.errors import ToolSchemaError
+from toolgrammar.formats.base import Markers, ToolCallFormat
+from toolgrammar.formats.glm.grammar import Spelling
+from toolgrammar.formats.glm.parser import GlmBlocks, Tags
+from toolgrammar.formats.qwen_xml import render_value
+from toolgrammar.formats.spec import format_spec, markers_of
 
 if TYPE_CHECKING:
-    from ...automaton import Node
-    from ...grammar import GrammarOptions
-    from ...tools import Tool, ToolSet
-    from ...vocab import Vocabulary
+    from toolgrammar.automaton import Node
+    from toolgrammar.grammar import GrammarOptions
+    from toolgrammar.tools import Tool, ToolSet
+    from toolgrammar.vocab import Vocabulary
 
 _SPEC = format_spec(__name__)
 TAGS = Tags(**_SPEC["tags"])
@@ -89,7 +89,7 @@ class GlmFormat(ToolCallFormat):
         return spelling_of(self.variant)
 
     def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
-        from .grammar import block_grammar
+        from toolgrammar.formats.glm.grammar import block_grammar
 
         return block_grammar(tools, options, self.markers, TAGS, self.spelling)
 
@@ -123,7 +123,7 @@ class GlmFormat(ToolCallFormat):
         folder = VOCABULARIES.get(repo)
         if folder is None:
             return None
-        from .vocab import glm_vocabulary
+        from toolgrammar.formats.glm.vocab import glm_vocabulary
 
         return glm_vocabulary(folder, tuple(self.markers.end_of_turn))
 

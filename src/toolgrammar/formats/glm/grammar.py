@@ -32,17 +32,17 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ...automaton import Members, Node, dispatch, lit, seq
-from ...errors import GrammarError
-from ...json_grammar import SchemaContext, check_size
-from ..hermes.grammar import tail_key
-from ..raw_values import raw_value_node
+from toolgrammar.automaton import Members, Node, dispatch, lit, seq
+from toolgrammar.errors import GrammarError
+from toolgrammar.formats.hermes.grammar import tail_key
+from toolgrammar.formats.raw_values import raw_value_node
+from toolgrammar.json_grammar import SchemaContext, check_size
 
 if TYPE_CHECKING:
-    from ...grammar import GrammarOptions
-    from ...tools import ToolSet
-    from ..base import Markers
-    from .parser import Tags
+    from toolgrammar.formats.base import Markers
+    from toolgrammar.formats.glm.parser import Tags
+    from toolgrammar.grammar import GrammarOptions
+    from toolgrammar.tools import ToolSet
 
 
 @dataclass(frozen=True)

@@ -70,17 +70,17 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from ...checks import check_call
-from ...turn import Block, CallError, ToolCall
-from ..qwen_xml.parser import convert_value
-from ..reader import Opener
-from ..reader import check_mode as check_reader_mode
+from toolgrammar.checks import check_call
+from toolgrammar.formats.qwen_xml.parser import convert_value
+from toolgrammar.formats.reader import Opener
+from toolgrammar.formats.reader import check_mode as check_reader_mode
+from toolgrammar.turn import Block, CallError, ToolCall
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from ...tools import ToolSet
-    from ..base import Markers
+    from toolgrammar.formats.base import Markers
+    from toolgrammar.tools import ToolSet
 
 MODES: tuple[str, ...] = ("strict", "lenient")
 

@@ -26,9 +26,9 @@ import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ...errors import TokenizerError
-from ...packages import package_dir
-from ...vocab import Vocabulary, default_cache_dir
+from toolgrammar.errors import TokenizerError
+from toolgrammar.packages import package_dir
+from toolgrammar.vocab import Vocabulary, default_cache_dir
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

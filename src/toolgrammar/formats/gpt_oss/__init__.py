@@ -20,16 +20,16 @@ import struct
 from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ...errors import TokenizerError, ToolSchemaError
-from ..base import Markers, ToolCallFormat
-from ..spec import format_spec, markers_of
+from toolgrammar.errors import TokenizerError, ToolSchemaError
+from toolgrammar.formats.base import Markers, ToolCallFormat
+from toolgrammar.formats.spec import format_spec, markers_of
 
 if TYPE_CHECKING:
-    from ...automaton import Node
-    from ...grammar import GrammarOptions
-    from ...tools import Tool, ToolSet
-    from ...vocab import Vocabulary
-    from .parser import GptOssBlocks
+    from toolgrammar.automaton import Node
+    from toolgrammar.formats.gpt_oss.parser import GptOssBlocks
+    from toolgrammar.grammar import GrammarOptions
+    from toolgrammar.tools import Tool, ToolSet
+    from toolgrammar.vocab import Vocabulary
 
 _NAME = re.compile(r"to=functions\.([^\s<]+)")
 
@@ -53,7 +53,7 @@ class GptOssFormat(ToolCallFormat):
     """What free text may not contain: a recipient (`` to=``) makes a header a call (or an error)."""
 
     def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
-        from .grammar import block_grammar
+        from toolgrammar.formats.gpt_oss.grammar import block_grammar
 
         return block_grammar(tools, options, self.block, self.markers)
 
@@ -64,7 +64,7 @@ class GptOssFormat(ToolCallFormat):
         return f"{self.markers.block_open}{name}<|channel|>{b['channel']}{b['content_types'][0]}<|message|>{args}"
 
     def block_reader(self, mode: str = "strict") -> GptOssBlocks:
-        from .parser import GptOssBlocks
+        from toolgrammar.formats.gpt_oss.parser import GptOssBlocks
 
         return GptOssBlocks(mode, self.markers)
 
@@ -125,7 +125,7 @@ def harmony_vocabulary() -> Vocabulary:
     ``tests/test_format_gpt_oss.py``). The markers of :data:`TEXT_MARKERS` are text; ``<|return|>``,
     ``<|call|>`` and ``<|endoftext|>`` end the turn; every other special id is a control token.
     """
-    from ...vocab import Vocabulary, _package_file
+    from toolgrammar.vocab import Vocabulary, _package_file
 
     module, pip = VOCABULARY_PACKAGE
     ranks = _read_table(_package_file(module, pip, "data", "o200k.vocab"), special=False)

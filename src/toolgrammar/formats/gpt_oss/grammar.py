@@ -24,14 +24,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ...automaton import Node, alt, dispatch, lit, seq
-from ...json_grammar import SchemaContext, arguments_node
-from ..hermes.grammar import tail_key as json_tail_key
+from toolgrammar.automaton import Node, alt, dispatch, lit, seq
+from toolgrammar.formats.hermes.grammar import tail_key as json_tail_key
+from toolgrammar.json_grammar import SchemaContext, arguments_node
 
 if TYPE_CHECKING:
-    from ...grammar import GrammarOptions
-    from ...tools import Tool, ToolSet
-    from ..base import Markers
+    from toolgrammar.formats.base import Markers
+    from toolgrammar.grammar import GrammarOptions
+    from toolgrammar.tools import Tool, ToolSet
 
 MESSAGE = "<|message|>"
 CHANNEL = "<|channel|>"

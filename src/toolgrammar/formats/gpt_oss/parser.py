@@ -56,16 +56,16 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from ...checks import check_call
-from ...turn import Block, CallError, ToolCall
-from ..hermes.parser import JsonValueScanner
-from ..reader import NOT_A_BLOCK, NotABlock, Opener
-from ..reader import check_mode as check_reader_mode
-from ..spec import format_spec
+from toolgrammar.checks import check_call
+from toolgrammar.formats.hermes.parser import JsonValueScanner
+from toolgrammar.formats.reader import NOT_A_BLOCK, NotABlock, Opener
+from toolgrammar.formats.reader import check_mode as check_reader_mode
+from toolgrammar.formats.spec import format_spec
+from toolgrammar.turn import Block, CallError, ToolCall
 
 if TYPE_CHECKING:
-    from ...tools import ToolSet
-    from ..base import Markers
+    from toolgrammar.formats.base import Markers
+    from toolgrammar.tools import ToolSet
 
 MODES: tuple[str, ...] = ("strict",)
 

@@ -14,14 +14,14 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..base import Markers, ToolCallFormat
-from ..spec import format_spec, markers_of
+from toolgrammar.formats.base import Markers, ToolCallFormat
+from toolgrammar.formats.spec import format_spec, markers_of
 
 if TYPE_CHECKING:
-    from ...automaton import Node
-    from ...grammar import GrammarOptions
-    from ...tools import Tool, ToolSet
-    from .parser import HermesBlocks
+    from toolgrammar.automaton import Node
+    from toolgrammar.formats.hermes.parser import HermesBlocks
+    from toolgrammar.grammar import GrammarOptions
+    from toolgrammar.tools import Tool, ToolSet
 
 _NAME = re.compile(r'"name"\s*:\s*"([^"\\\n]*)"')
 
@@ -36,7 +36,7 @@ class HermesFormat(ToolCallFormat):
     canitoolcall_families: ClassVar[dict[str, str]] = {"qwen3-hermes": "strict"}
 
     def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
-        from .grammar import block_grammar
+        from toolgrammar.formats.hermes.grammar import block_grammar
 
         return block_grammar(tools, options, self.block, self.markers)
 
@@ -55,6 +55,6 @@ class HermesFormat(ToolCallFormat):
 
     def block_reader(self, mode: str = "strict") -> HermesBlocks:
         """``mode``: ``"strict"`` (structure-aware block ends) or ``"seed"`` (the seed harness's regex)."""
-        from .parser import HermesBlocks
+        from toolgrammar.formats.hermes.parser import HermesBlocks
 
         return HermesBlocks(mode, self.markers)

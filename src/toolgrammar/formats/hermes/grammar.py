@@ -8,14 +8,14 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from ...automaton import Node, dispatch, lit, seq
-from ...json_grammar import SchemaContext, arguments_node
-from ...lazy import schema_tail_key
+from toolgrammar.automaton import Node, dispatch, lit, seq
+from toolgrammar.json_grammar import SchemaContext, arguments_node
+from toolgrammar.lazy import schema_tail_key
 
 if TYPE_CHECKING:
-    from ...grammar import GrammarOptions
-    from ...tools import Tool, ToolSet
-    from ..base import Markers
+    from toolgrammar.formats.base import Markers
+    from toolgrammar.grammar import GrammarOptions
+    from toolgrammar.tools import Tool, ToolSet
 
 
 def block_grammar(tools: ToolSet, options: GrammarOptions, block: dict[str, str], markers: Markers) -> Node:

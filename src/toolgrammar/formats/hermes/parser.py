@@ -48,15 +48,15 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from ...checks import check_call
-from ...turn import Block, CallError, TurnParse
-from ..base import Markers, ParseMode
-from ..reader import Opener, Span, StreamPiece, TurnStreamState, read_turn
-from ..reader import check_mode as check_reader_mode
+from toolgrammar.checks import check_call
+from toolgrammar.formats.base import Markers, ParseMode
+from toolgrammar.formats.reader import Opener, Span, StreamPiece, TurnStreamState, read_turn
+from toolgrammar.formats.reader import check_mode as check_reader_mode
+from toolgrammar.turn import Block, CallError, TurnParse
 
 if TYPE_CHECKING:
-    from ...tools import ToolSet
-    from ...turn import ToolCall
+    from toolgrammar.tools import ToolSet
+    from toolgrammar.turn import ToolCall
 
 DEFAULT_MARKERS = Markers()
 

@@ -26,18 +26,18 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ...errors import ToolSchemaError
-from ..base import Markers, ToolCallFormat
-from ..spec import format_spec, markers_of
-from .grammar import xml_attr as _attr
-from .parser import PACKAGE, k2_markup, k3_markup
+from toolgrammar.errors import ToolSchemaError
+from toolgrammar.formats.base import Markers, ToolCallFormat
+from toolgrammar.formats.kimi.grammar import xml_attr as _attr
+from toolgrammar.formats.kimi.parser import PACKAGE, k2_markup, k3_markup
+from toolgrammar.formats.spec import format_spec, markers_of
 
 if TYPE_CHECKING:
-    from ...automaton import Node
-    from ...grammar import GrammarOptions
-    from ...tools import Tool, ToolSet
-    from ...turn import ToolCall
-    from .parser import KimiBlocks, KimiK3Blocks
+    from toolgrammar.automaton import Node
+    from toolgrammar.formats.kimi.parser import KimiBlocks, KimiK3Blocks
+    from toolgrammar.grammar import GrammarOptions
+    from toolgrammar.tools import Tool, ToolSet
+    from toolgrammar.turn import ToolCall
 
 _K2_NAME = re.compile(r"<\|tool_call_begin\|>\s*(?:functions\.)?([^\s:<>]+):")
 _K3_NAME = re.compile(r'<\|open\|>call tool="([^"<>\n]*)"')
@@ -94,7 +94,7 @@ class KimiFormat(ToolCallFormat):
     canitoolcall_families: ClassVar[dict[str, str]] = {"kimi": "strict"}
 
     def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
-        from .grammar import block_grammar
+        from toolgrammar.formats.kimi.grammar import block_grammar
 
         return block_grammar(tools, options, self.markers)
 
@@ -106,7 +106,7 @@ class KimiFormat(ToolCallFormat):
         return render_k2([(c.name, c.arguments) for c in calls], self.markers)
 
     def block_reader(self, mode: str = "strict") -> KimiBlocks:
-        from .parser import KimiBlocks
+        from toolgrammar.formats.kimi.parser import KimiBlocks
 
         return KimiBlocks(mode, self.markers)
 
@@ -170,7 +170,7 @@ class KimiK3Format(KimiFormat):
     """The response channel's opener ends the reasoning too (the reader's ``reasoning_enders``)."""
 
     def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
-        from .grammar import k3_block_grammar
+        from toolgrammar.formats.kimi.grammar import k3_block_grammar
 
         return k3_block_grammar(tools, options, self.markers)
 
@@ -182,7 +182,7 @@ class KimiK3Format(KimiFormat):
         return render_k3([(c.name, c.arguments) for c in calls], self.markers)
 
     def block_reader(self, mode: str = "strict") -> KimiK3Blocks:  # type: ignore[override]
-        from .parser import KimiK3Blocks
+        from toolgrammar.formats.kimi.parser import KimiK3Blocks
 
         return KimiK3Blocks(mode, self.markers)
 

@@ -26,18 +26,18 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ...automaton import Members, Node, alt, chars, dispatch, lit, repeat, seq, star
-from ...errors import GrammarError
-from ...json_grammar import SchemaContext, arguments_node, check_size
-from ..deepseek.parser import _WS
-from ..hermes.grammar import tail_key
-from ..raw_values import raw_text, raw_value_node
-from .parser import k2_markup, k3_markup
+from toolgrammar.automaton import Members, Node, alt, chars, dispatch, lit, repeat, seq, star
+from toolgrammar.errors import GrammarError
+from toolgrammar.formats.deepseek.parser import _WS
+from toolgrammar.formats.hermes.grammar import tail_key
+from toolgrammar.formats.kimi.parser import k2_markup, k3_markup
+from toolgrammar.formats.raw_values import raw_text, raw_value_node
+from toolgrammar.json_grammar import SchemaContext, arguments_node, check_size
 
 if TYPE_CHECKING:
-    from ...grammar import GrammarOptions
-    from ...tools import ToolSet
-    from ..base import Markers
+    from toolgrammar.formats.base import Markers
+    from toolgrammar.grammar import GrammarOptions
+    from toolgrammar.tools import ToolSet
 
 MAX_INDEX_DIGITS = 4
 """Digits of a call index the grammar allows (0..9999)."""

@@ -31,9 +31,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ...turn import Block, CallError
-from ..base import Markers
-from ..deepseek.parser import (
+from toolgrammar.formats.base import Markers
+from toolgrammar.formats.deepseek.parser import (
     Item,
     SectionCut,
     _Broken,
@@ -49,11 +48,12 @@ from ..deepseek.parser import (
     json_error,
     loads,
 )
-from ..reader import Opener
-from ..spec import format_spec
+from toolgrammar.formats.reader import Opener
+from toolgrammar.formats.spec import format_spec
+from toolgrammar.turn import Block, CallError
 
 if TYPE_CHECKING:
-    from ...tools import ToolSet
+    from toolgrammar.tools import ToolSet
 
 PACKAGE = "toolgrammar.formats.kimi"
 MODES: tuple[str, ...] = ("strict",)

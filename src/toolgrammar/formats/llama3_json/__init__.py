@@ -13,15 +13,15 @@ import re
 from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..base import Markers, ToolCallFormat
-from ..spec import format_spec, markers_of
+from toolgrammar.formats.base import Markers, ToolCallFormat
+from toolgrammar.formats.spec import format_spec, markers_of
 
 if TYPE_CHECKING:
-    from ...automaton import Node
-    from ...grammar import GrammarOptions
-    from ...tools import Tool, ToolSet
-    from ...vocab import Vocabulary
-    from .parser import Llama3JsonBlocks
+    from toolgrammar.automaton import Node
+    from toolgrammar.formats.llama3_json.parser import Llama3JsonBlocks
+    from toolgrammar.grammar import GrammarOptions
+    from toolgrammar.tools import Tool, ToolSet
+    from toolgrammar.vocab import Vocabulary
 
 _NAME = re.compile(r'"name"\s*:\s*"([^"\\\n]*)"')
 
@@ -42,17 +42,17 @@ class Llama3JsonFormat(ToolCallFormat):
     """What content may not contain: the parser starts a call at either."""
 
     def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
-        from .grammar import block_grammar
+        from toolgrammar.formats.llama3_json.grammar import block_grammar
 
         return block_grammar(tools, options, self.block, self.markers)
 
     def render_call(self, tool: Tool | str, arguments: dict[str, Any]) -> str:
-        from .parser import render_call
+        from toolgrammar.formats.llama3_json.parser import render_call
 
         return render_call(tool if isinstance(tool, str) else tool.name, arguments)
 
     def block_reader(self, mode: str = "strict") -> Llama3JsonBlocks:
-        from .parser import Llama3JsonBlocks
+        from toolgrammar.formats.llama3_json.parser import Llama3JsonBlocks
 
         return Llama3JsonBlocks(mode, self.markers)
 
@@ -82,7 +82,7 @@ def llama3_vocabulary() -> Vocabulary:
     grammar writes, so it is text here (its literal bytes), not a control token."""
     from dataclasses import replace
 
-    from ...vocab import Vocabulary, _package_file
+    from toolgrammar.vocab import Vocabulary, _package_file
 
     module, pip, parts = LLAMA3_TOKENIZER
     path = _package_file(module, pip, *parts)

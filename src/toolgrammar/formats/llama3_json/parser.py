@@ -29,17 +29,17 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from ...checks import check_call
-from ...turn import Block, CallError
-from ..hermes.parser import JsonValueScanner, _json_error_kind, _loads
-from ..reader import Opener, Span
-from ..reader import check_mode as check_reader_mode
-from ..spec import format_spec
+from toolgrammar.checks import check_call
+from toolgrammar.formats.hermes.parser import JsonValueScanner, _json_error_kind, _loads
+from toolgrammar.formats.reader import Opener, Span
+from toolgrammar.formats.reader import check_mode as check_reader_mode
+from toolgrammar.formats.spec import format_spec
+from toolgrammar.turn import Block, CallError
 
 if TYPE_CHECKING:
-    from ...tools import ToolSet
-    from ...turn import ToolCall
-    from ..base import Markers
+    from toolgrammar.formats.base import Markers
+    from toolgrammar.tools import ToolSet
+    from toolgrammar.turn import ToolCall
 
 MODES: tuple[str, ...] = ("strict",)
 BLOCK: dict[str, Any] = format_spec("toolgrammar.formats.llama3_json")["block"]

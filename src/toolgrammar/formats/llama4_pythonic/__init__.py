@@ -20,15 +20,15 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ...errors import ToolSchemaError
-from ..base import Markers, ToolCallFormat
-from ..spec import format_spec, markers_of
+from toolgrammar.errors import ToolSchemaError
+from toolgrammar.formats.base import Markers, ToolCallFormat
+from toolgrammar.formats.spec import format_spec, markers_of
 
 if TYPE_CHECKING:
-    from ...automaton import Node
-    from ...grammar import GrammarOptions
-    from ...tools import Tool, ToolSet
-    from .parser import PythonicBlocks
+    from toolgrammar.automaton import Node
+    from toolgrammar.formats.llama4_pythonic.parser import PythonicBlocks
+    from toolgrammar.grammar import GrammarOptions
+    from toolgrammar.tools import Tool, ToolSet
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\(")
@@ -50,18 +50,18 @@ class Llama4PythonicFormat(ToolCallFormat):
     ``[name(`` as a call list; the grammar keeps the simpler, stricter rule)."""
 
     def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
-        from .grammar import block_grammar
+        from toolgrammar.formats.llama4_pythonic.grammar import block_grammar
 
         return block_grammar(tools, options, self.block, self.markers)
 
     def render_call(self, tool: Tool | str, arguments: dict[str, Any]) -> str:
-        from .parser import render_call
+        from toolgrammar.formats.llama4_pythonic.parser import render_call
 
         b = self.block
         return b["list_open"] + render_call(tool if isinstance(tool, str) else tool.name, arguments) + b["list_close"]
 
     def canonical_calls(self, calls: list[Any]) -> str:
-        from .parser import render_call
+        from toolgrammar.formats.llama4_pythonic.parser import render_call
 
         b = self.block
         return (
@@ -71,7 +71,7 @@ class Llama4PythonicFormat(ToolCallFormat):
         )
 
     def block_reader(self, mode: str = "strict") -> PythonicBlocks:
-        from .parser import PythonicBlocks
+        from toolgrammar.formats.llama4_pythonic.parser import PythonicBlocks
 
         return PythonicBlocks(mode, self.markers)
 

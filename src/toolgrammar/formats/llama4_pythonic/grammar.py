@@ -46,7 +46,7 @@ import json
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from ...automaton import (
+from toolgrammar.automaton import (
     MAX_DISPATCHES,
     Members,
     Node,
@@ -61,9 +61,11 @@ from ...automaton import (
     shared,
     star,
 )
-from ...errors import GrammarError, ToolSchemaError
-from ...json_grammar import SchemaContext, Whitespace, check_size, finite_number, integer_value, number_value
-from ...schema_strings import (
+from toolgrammar.errors import GrammarError, ToolSchemaError
+from toolgrammar.formats.hermes.grammar import tail_key as json_tail_key
+from toolgrammar.formats.llama4_pythonic.parser import _json_problem, render_value
+from toolgrammar.json_grammar import SchemaContext, Whitespace, check_size, finite_number, integer_value, number_value
+from toolgrammar.schema_strings import (
     ANY,
     Cat,
     Chars,
@@ -81,13 +83,11 @@ from ...schema_strings import (
     string_language,
     union,
 )
-from ..hermes.grammar import tail_key as json_tail_key
-from .parser import _json_problem, render_value
 
 if TYPE_CHECKING:
-    from ...grammar import GrammarOptions
-    from ...tools import Tool, ToolSet
-    from ..base import Markers
+    from toolgrammar.formats.base import Markers
+    from toolgrammar.grammar import GrammarOptions
+    from toolgrammar.tools import Tool, ToolSet
 
 ANY_DEPTH = 3
 """Nesting allowed inside a value whose schema is ``{}`` (as :data:`toolgrammar.json_grammar.ANY_VALUE_DEPTH`)."""

@@ -14,17 +14,17 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ...errors import ToolSchemaError
-from ..base import Markers, ToolCallFormat
-from ..spec import format_spec, markers_of
-from .vocab import sentencepiece_v3_vocabulary, tekken_vocabulary
+from toolgrammar.errors import ToolSchemaError
+from toolgrammar.formats.base import Markers, ToolCallFormat
+from toolgrammar.formats.mistral.vocab import sentencepiece_v3_vocabulary, tekken_vocabulary
+from toolgrammar.formats.spec import format_spec, markers_of
 
 if TYPE_CHECKING:
-    from ...automaton import Node
-    from ...grammar import GrammarOptions
-    from ...tools import Tool, ToolSet
-    from ...vocab import Vocabulary
-    from .parser import MistralBlocks
+    from toolgrammar.automaton import Node
+    from toolgrammar.formats.mistral.parser import MistralBlocks
+    from toolgrammar.grammar import GrammarOptions
+    from toolgrammar.tools import Tool, ToolSet
+    from toolgrammar.vocab import Vocabulary
 
 _NAME = re.compile(r"\[TOOL_CALLS\]\s*([^\[\]\s{]+)")
 _FORBIDDEN_IN_NAMES = re.compile(r"[\[\]\s{}]")
@@ -44,17 +44,17 @@ class MistralFormat(ToolCallFormat):
     canitoolcall_families: ClassVar[dict[str, str]] = {"mistral": "strict"}
 
     def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
-        from .grammar import block_grammar
+        from toolgrammar.formats.mistral.grammar import block_grammar
 
         return block_grammar(tools, options, self.block, self.markers)
 
     def render_call(self, tool: Tool | str, arguments: dict[str, Any]) -> str:
-        from .parser import render_call
+        from toolgrammar.formats.mistral.parser import render_call
 
         return render_call(tool if isinstance(tool, str) else tool.name, arguments, self.markers, self.block)
 
     def block_reader(self, mode: str = "strict") -> MistralBlocks:
-        from .parser import MistralBlocks
+        from toolgrammar.formats.mistral.parser import MistralBlocks
 
         return MistralBlocks(mode, self.markers, self.block)
 

@@ -31,16 +31,16 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from ...checks import check_call
-from ...turn import Block, CallError
-from ..hermes.parser import JsonValueScanner, _json_error_kind, _loads
-from ..reader import Opener
-from ..reader import check_mode as check_reader_mode
+from toolgrammar.checks import check_call
+from toolgrammar.formats.hermes.parser import JsonValueScanner, _json_error_kind, _loads
+from toolgrammar.formats.reader import Opener
+from toolgrammar.formats.reader import check_mode as check_reader_mode
+from toolgrammar.turn import Block, CallError
 
 if TYPE_CHECKING:
-    from ...tools import ToolSet
-    from ...turn import ToolCall
-    from ..base import Markers
+    from toolgrammar.formats.base import Markers
+    from toolgrammar.tools import ToolSet
+    from toolgrammar.turn import ToolCall
 
 MODES: tuple[str, ...] = ("strict",)
 _CALL_ID = re.compile(r"[A-Za-z0-9]+")

@@ -17,7 +17,7 @@ import base64
 import json
 from functools import cache
 
-from ...vocab import Vocabulary, _package_file
+from toolgrammar.vocab import Vocabulary, _package_file
 
 PIP = "mistral-common==1.13.1"
 TEKKEN_FILE = ("data", "tekken_240911.json")

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ..base import Markers
-from ..mistral import MistralFormat
-from ..spec import format_spec, markers_of
+from toolgrammar.formats.base import Markers
+from toolgrammar.formats.mistral import MistralFormat
+from toolgrammar.formats.spec import format_spec, markers_of
 
 
 class MistralThinkTextFormat(MistralFormat):

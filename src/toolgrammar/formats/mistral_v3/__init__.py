@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
-from ..base import Markers
-from ..mistral import MistralFormat
-from ..spec import format_spec, markers_of
+from toolgrammar.formats.base import Markers
+from toolgrammar.formats.mistral import MistralFormat
+from toolgrammar.formats.spec import format_spec, markers_of
 
 _NAME = re.compile(r'"name"\s*:\s*"([^"\\\n]*)"')
 

@@ -16,15 +16,15 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ...errors import ToolSchemaError
-from ..base import Markers, ToolCallFormat
-from ..spec import markers_of
+from toolgrammar.errors import ToolSchemaError
+from toolgrammar.formats.base import Markers, ToolCallFormat
+from toolgrammar.formats.spec import markers_of
 
 if TYPE_CHECKING:
-    from ...automaton import Node
-    from ...grammar import GrammarOptions
-    from ...tools import Tool, ToolSet
-    from .parser import QwenXmlBlocks
+    from toolgrammar.automaton import Node
+    from toolgrammar.formats.qwen_xml.parser import QwenXmlBlocks
+    from toolgrammar.grammar import GrammarOptions
+    from toolgrammar.tools import Tool, ToolSet
 
 _FORBIDDEN_IN_NAMES = ("<", ">", "\n", "\r")
 _FUNCTION_NAME = re.compile(r"<function=([^>\n]*)>")
@@ -76,7 +76,7 @@ class QwenXmlFormat(ToolCallFormat):
     """What a run of content may not start with (after ``</think>``, after a block): a bare block."""
 
     def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
-        from .grammar import block_grammar
+        from toolgrammar.formats.qwen_xml.grammar import block_grammar
 
         return block_grammar(tools, options, self.markers)
 
@@ -87,7 +87,7 @@ class QwenXmlFormat(ToolCallFormat):
     def block_reader(self, mode: str = "strict") -> QwenXmlBlocks:
         """``mode`` is ``"strict"`` (errors for every markup fault) or ``"lenient"`` (reads a bare
         ``<function=`` and a missing ``</parameter>`` as llama.cpp and vLLM do)."""
-        from .parser import QwenXmlBlocks
+        from toolgrammar.formats.qwen_xml.parser import QwenXmlBlocks
 
         return QwenXmlBlocks(mode, self.markers)
 

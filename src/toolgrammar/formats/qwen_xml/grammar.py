@@ -42,9 +42,18 @@ import re
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from ...automaton import Members, Node, alt, avoiding, dispatch, group, lit, seq, star, utf8_char
-from ...errors import GrammarError, ToolSchemaError
-from ...json_grammar import (
+from toolgrammar.automaton import Members, Node, alt, avoiding, dispatch, group, lit, seq, star, utf8_char
+from toolgrammar.errors import GrammarError, ToolSchemaError
+from toolgrammar.formats.hermes.grammar import tail_key
+from toolgrammar.formats.qwen_xml.parser import (
+    FUNCTION_CLOSE,
+    FUNCTION_OPEN,
+    PARAMETER_CLOSE,
+    PARAMETER_OPEN,
+    VALUE_FORBIDDEN,
+    convert_value,
+)
+from toolgrammar.json_grammar import (
     MAX_FLOAT_INT_DIGITS,
     MAX_SHORT_INT_DIGITS,
     SchemaContext,
@@ -54,14 +63,12 @@ from ...json_grammar import (
     number_value,
     schema_node,
 )
-from ...schema_strings import StringSchemaError, constrained_text, string_language
-from ..hermes.grammar import tail_key
-from .parser import FUNCTION_CLOSE, FUNCTION_OPEN, PARAMETER_CLOSE, PARAMETER_OPEN, VALUE_FORBIDDEN, convert_value
+from toolgrammar.schema_strings import StringSchemaError, constrained_text, string_language
 
 if TYPE_CHECKING:
-    from ...grammar import GrammarOptions
-    from ...tools import ToolSet
-    from ..base import Markers
+    from toolgrammar.formats.base import Markers
+    from toolgrammar.grammar import GrammarOptions
+    from toolgrammar.tools import ToolSet
 
 MARKUP: tuple[str, ...] = (
     "<tool_call>",
@@ -168,7 +175,7 @@ def _literal(
     value: Any, schema: dict[str, Any], ctx: SchemaContext, string_avoid: tuple[str, ...], pointer: str
 ) -> Node:
     """One enum/const value as the template writes it; refused when it would not read back as itself."""
-    from . import render_value
+    from toolgrammar.formats.qwen_xml import render_value
 
     text = render_value(value)
     back = convert_value(text, schema)

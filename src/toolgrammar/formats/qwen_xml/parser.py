@@ -98,16 +98,16 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from ...checks import check_call
-from ...turn import Block, CallError, ToolCall, TurnParse
-from ..base import Markers
-from ..reader import NOT_A_BLOCK, NotABlock, Opener, StreamPiece, TurnStreamState, read_turn
-from ..reader import check_mode as check_reader_mode
+from toolgrammar.checks import check_call
+from toolgrammar.formats.base import Markers
+from toolgrammar.formats.reader import NOT_A_BLOCK, NotABlock, Opener, StreamPiece, TurnStreamState, read_turn
+from toolgrammar.formats.reader import check_mode as check_reader_mode
+from toolgrammar.turn import Block, CallError, ToolCall, TurnParse
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from ...tools import ToolSet
+    from toolgrammar.tools import ToolSet
 
 QwenXmlMode = Literal["strict", "lenient"]
 """How malformed-but-readable markup is judged (see the module docstring)."""
@@ -619,7 +619,7 @@ def _validator(schema: dict[str, Any]) -> Any:
         return entry[1]
     from jsonschema import Draft202012Validator  # lazy: only ambiguous readings need it
 
-    from ...schema_formats import FORMAT_CHECKER
+    from toolgrammar.schema_formats import FORMAT_CHECKER
 
     # The judge checks formats (toolgrammar.checks): a reading is chosen by the same rules.
     validator = Draft202012Validator(schema, format_checker=FORMAT_CHECKER)
