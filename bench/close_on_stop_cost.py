@@ -31,7 +31,7 @@ from common import (
     write_results,
 )
 
-from toolgrammar.hf import ToolCallLogitsProcessor
+from toolgrammar.integrations.hf import ToolCallLogitsProcessor
 from toolgrammar.vocab import load_qwen3_tokenizer, qwen3_vocabulary
 
 

@@ -12,7 +12,7 @@ tools) and each engine (toolgrammar, llguidance, xgrammar), one measurement is t
    empties the in-memory caches and points ``TOOLGRAMMAR_CACHE`` at a new empty folder; every tool name
    carries a new random suffix per repetition, so no engine can reuse anything it compiled before). The
    turn skeleton, which holds no tool, is read from the package where one ships for the format and options
-   (``toolgrammar.skeletons``), as in any new process; ``--no-shipped-skeletons`` compiles it too;
+   (``toolgrammar.automata.skeletons``), as in any new process; ``--no-shipped-skeletons`` compiles it too;
 2. walking the first turn token by token: for each token, compute the mask and apply it to a fresh
    ``torch.randn(1, 151936)`` row (allocated before the timed region), then accept the token.
 
@@ -100,7 +100,7 @@ class ColdToolgrammar(ToolgrammarRunner):
     skeleton depends on the format and options only), forget everything that depends on the tools."""
 
     def fresh(self) -> None:
-        from toolgrammar import automaton
+        from toolgrammar.automata import automaton
 
         kept = dict(automaton._skeletons) if self.keep_skeletons else {}
         super().fresh()
@@ -541,7 +541,7 @@ def report(
             else ""
         )
         + (
-            "; toolgrammar reads its turn skeleton from the package where one ships (`toolgrammar.skeletons`: "
+            "; toolgrammar reads its turn skeleton from the package where one ships (`toolgrammar.automata.skeletons`: "
             "tool-independent, keyed by the skeleton's structure)"
             if shipped
             else "; toolgrammar compiles its turn skeleton too (`--no-shipped-skeletons`)"
@@ -764,7 +764,7 @@ def main(argv: list[str] | None = None) -> int:
     info["known_tools"] = args.known_tools
     info["shipped_skeletons"] = not args.no_shipped_skeletons
     if args.no_shipped_skeletons:
-        from toolgrammar import skeletons
+        from toolgrammar.automata import skeletons
 
         skeletons.SHIPPED_DIR = REPO / "bench" / "no-shipped-skeletons"  # no such folder: every skeleton compiled
     info["toolgrammar_path"] = os.path.relpath(tg_path, REPO) if tg_path.is_relative_to(REPO) else str(tg_path)

@@ -36,9 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.reps < 1 or not sizes or min(sizes) < 1:
         p.error("--reps and every size must be at least 1")
 
-    from toolgrammar import engine
     from toolgrammar.formats import FORMATS
-    from toolgrammar.hf import ToolCallLogitsProcessor, vocabulary_of
+    from toolgrammar.integrations.hf import ToolCallLogitsProcessor, vocabulary_of
+    from toolgrammar.runtime import engine
     from toolgrammar.vocab import load_qwen3_tokenizer
 
     for f in formats:

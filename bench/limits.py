@@ -39,7 +39,7 @@ STEPS = 48
 
 
 def per_token_vs_context() -> list[dict[str, Any]]:
-    from toolgrammar.hf import ToolCallLogitsProcessor
+    from toolgrammar.integrations.hf import ToolCallLogitsProcessor
     from toolgrammar.vocab import load_qwen3_tokenizer
 
     tokenizer = load_qwen3_tokenizer()
@@ -140,10 +140,10 @@ LARGEST: dict[str, dict[str, Any]] = {
 _CHILD = """
 import json, sys, time
 schema, options, call = json.loads(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3])
-from toolgrammar.engine import TokenGrammar
+from toolgrammar.runtime.engine import TokenGrammar
 from toolgrammar.errors import ToolgrammarError
 from toolgrammar.formats import get_format
-from toolgrammar.grammar import compile_turn
+from toolgrammar.turn.grammar import compile_turn
 from toolgrammar.vocab import qwen3_vocabulary
 
 def hwm_mb():  # this process's own peak (ru_maxrss would report the parent's, kept across exec)

@@ -49,7 +49,7 @@ def _split(g: Any) -> dict[str, Any]:
 
 
 def measure(tokenizer: Any, toolset: Any) -> dict[str, Any]:
-    from toolgrammar.hf import ToolCallLogitsProcessor
+    from toolgrammar.integrations.hf import ToolCallLogitsProcessor
 
     proc = ToolCallLogitsProcessor(tokenizer, toolset.tools, max_new_tokens=512)
     g = proc.grammar

@@ -17,7 +17,7 @@ one 256-token turn, under seven generations per setting (greedy; sampled at temp
 | free, opener pre-filled | ... + what the grammar forces | none (the fair free side of call-first ``required``) |
 | required, call first | ... + what the grammar forces | ``tool_choice="required"`` |
 | auto, steered | the chat template's | ``tool_choice="auto", steer_to_blocks=True`` |
-| auto, steered where name fits | the chat template's | the same, ``steer_gate="name"`` (:mod:`toolgrammar.relevance`) |
+| auto, steered where name fits | the chat template's | the same, ``steer_gate="name"`` (:mod:`toolgrammar.evaluate.relevance`) |
 | auto, steered where pmi+name say | the chat template's | the same, ``steer_gate="pmi+name"`` |
 
 Reports per policy: runs with an intended call (a block or another shape), valid calls, errors by
@@ -39,7 +39,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from toolgrammar.compare import (
+from toolgrammar.evaluate.compare import (
     CompareConfig,
     HFGenerator,
     Task,
@@ -48,7 +48,7 @@ from toolgrammar.compare import (
     rejudge_run,
     summarize_side,
 )
-from toolgrammar.models import load_model
+from toolgrammar.evaluate.models import load_model
 
 POLICIES: dict[str, tuple[dict[str, Any], str]] = {
     "free": ({"tool_choice": "auto", "steer_to_blocks": False}, "free"),

@@ -1,4 +1,4 @@
-"""A relevance gate alone (``toolgrammar.relevance``): does it let steering act where a tool fits, and only there?
+"""A relevance gate alone (``toolgrammar.evaluate.relevance``): does it let steering act where a tool fits, and only there?
 
     nice -n 15 .venv/bin/python bench/relevance_gate.py     # pmi, items 5-44: bench/results/relevance-gate-pmi-<date>.*
     nice -n 15 .venv/bin/python bench/relevance_gate.py --method question
@@ -6,12 +6,12 @@
         # each part's verdict is kept; other items: bench/results/relevance-gate-pmi+name-items-45-124-<date>.*
     nice -n 15 .venv/bin/python bench/relevance_gate.py --start 5 --stop 10 --no-write   # a smoke run
 
-Items: BFCL v4 (the installed ``bfcl-eval`` data, found as :func:`toolgrammar.bfcl.locate_data` finds it),
+Items: BFCL v4 (the installed ``bfcl-eval`` data, found as :func:`toolgrammar.evaluate.bfcl.locate_data` finds it),
 ``irrelevance`` (no function fits: the gate should say no) and ``simple_python``, ``multiple``, ``live_simple``
 (one function fits: it should say yes); items ``--start`` to ``--stop - 1`` of each, by default 5 to 44, so none
 of the first five items the README's side-by-side table reports. Each item is shown to the gate as
 ``toolgrammar compare --suite bfcl:...`` shows it: its messages, its functions converted as BFCL converts them for
-an OpenAI-style model and loaded as the suite loads them (:func:`toolgrammar.bfcl.grammar_tools`), then
+an OpenAI-style model and loaded as the suite loads them (:func:`toolgrammar.evaluate.bfcl.grammar_tools`), then
 ``ToolSet.to_openai()``. The gate's prompts and thresholds are the module's constants, fixed before this was run.
 
 Reported per category: items, how many the gate let through (score >= threshold), accuracy against what the category
@@ -34,8 +34,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from toolgrammar import bfcl  # noqa: E402
-from toolgrammar.relevance import (  # noqa: E402
+from toolgrammar.evaluate import bfcl  # noqa: E402
+from toolgrammar.evaluate.relevance import (  # noqa: E402
     DEFAULT_THRESHOLDS,
     METHODS,
     NEUTRAL_HEADER,
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     except RelevanceError as exc:
         parser.error(str(exc))
 
-    from toolgrammar.models import load_model
+    from toolgrammar.evaluate.models import load_model
 
     data = bfcl.locate_data()
     loaded = load_model(args.model)
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         f"- Command: `{command}` ({total_seconds:.0f} s)",
         f"- Model: `{args.model}` ({loaded.source})",
         f"- Data: {data.source}",
-        f"- Gate: `toolgrammar.relevance`, method `{args.method}`: {described}",
+        f"- Gate: `toolgrammar.evaluate.relevance`, method `{args.method}`: {described}",
         "- None of these items is in the README's 5-item table (items 0-4).",
         "",
         "| category | want | items | gate says yes | accuracy | score median (min-max) |",

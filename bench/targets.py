@@ -103,7 +103,7 @@ def _outside(runner: Any, ctx: Any, seed: Any, mine: dict[str, Any], reps: int) 
 def _disk(runner: Any, tok: Any, walks: list[Any], reps: int) -> dict[str, Any]:
     from toolgrammar_runner import MAX_NEW_TOKENS
 
-    from toolgrammar.hf import ToolCallLogitsProcessor
+    from toolgrammar.integrations.hf import ToolCallLogitsProcessor
 
     disk: dict[str, Any] = {}
     for walk in walks:
@@ -136,7 +136,7 @@ def _disk(runner: Any, tok: Any, walks: list[Any], reps: int) -> dict[str, Any]:
 
 
 def _memory(tok: Any, walks: list[Any], mine: dict[str, Any]) -> dict[str, Any]:
-    from toolgrammar.hf import ToolCallLogitsProcessor
+    from toolgrammar.integrations.hf import ToolCallLogitsProcessor
 
     mem: dict[str, Any] = {}
     for walk in walks:

@@ -61,8 +61,8 @@ class ToolgrammarRunner(EngineRunner):
     def setup(self, ctx: BenchContext) -> None:
         import importlib.metadata
 
-        from toolgrammar import engine
-        from toolgrammar.hf import ToolCallLogitsProcessor, vocabulary_of
+        from toolgrammar.integrations.hf import ToolCallLogitsProcessor, vocabulary_of
+        from toolgrammar.runtime import engine
 
         self.name = f"toolgrammar {importlib.metadata.version('toolgrammar')}"
         self.Processor = ToolCallLogitsProcessor
@@ -81,7 +81,7 @@ class ToolgrammarRunner(EngineRunner):
         schema trees, shared sub-automata, tool tails, the turn skeletons, which do not depend on the tools;
         and the token table's text-state exits, which depend on the tokenizer alone) and on disk (a new,
         empty ``TOOLGRAMMAR_CACHE`` folder)."""
-        from toolgrammar import engine
+        from toolgrammar.runtime import engine
 
         self._n += 1
         os.environ["TOOLGRAMMAR_CACHE"] = os.path.join(self._root, f"cache-{self._n}")
@@ -90,7 +90,7 @@ class ToolgrammarRunner(EngineRunner):
 
     def forget_memory(self) -> None:
         """Drop the in-memory caches only (the on-disk cache stays): a fresh process, tokenizer aside."""
-        from toolgrammar import engine
+        from toolgrammar.runtime import engine
 
         engine.clear_compiled()
         engine.clear_text_exits()

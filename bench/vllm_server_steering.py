@@ -22,7 +22,7 @@ whose ``content`` holds an other-shape call; completion tokens; wall time of the
 With ``--suite bfcl:CATEGORY,...`` (and ``--limit N`` items of each) the requests are BFCL's items instead,
 their functions as tools (mapped as ``toolgrammar compare --suite`` maps them, and loaded leniently by the
 server: ``vllm_xargs`` ``toolgrammar_lenient_schemas``), and each answer is scored
-with BFCL's rules (:mod:`toolgrammar.bfcl`): its ``tool_calls`` as BFCL's Qwen reader reads blocks, and
+with BFCL's rules (:mod:`toolgrammar.evaluate.bfcl`): its ``tool_calls`` as BFCL's Qwen reader reads blocks, and
 with the calls in ``content`` read too. ``--against RUNS.jsonl`` (a ``toolgrammar compare --suite`` run of the
 same items) counts, per item, whether the steered server's verdict equals that run's constrained one.
 """
@@ -52,14 +52,14 @@ def server_command(model: Path, port: int) -> list[str]:
         sys.executable, "-m", "vllm.entrypoints.openai.api_server",
         "--model", str(model), "--port", str(port),
         "--enable-auto-tool-choice", "--tool-call-parser", "toolgrammar_hermes",
-        "--logits-processors", "toolgrammar.vllm:VllmToolCallLogitsProcessor",
+        "--logits-processors", "toolgrammar.integrations.vllm:VllmToolCallLogitsProcessor",
         "--max-model-len", "4096", "--dtype", "bfloat16", "--seed", "0",
     ]  # fmt: skip
 
 
 def ask(client: Any, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], steer: bool,
         max_tokens: int, *, lenient: bool = False) -> dict[str, Any]:  # fmt: skip
-    from toolgrammar.serving import LENIENT_XARG, STEER_XARG
+    from toolgrammar.integrations.serving import LENIENT_XARG, STEER_XARG
 
     reply = client.chat.completions.create(
         model=model, messages=messages, tools=tools, tool_choice="auto", temperature=0, max_tokens=max_tokens,
@@ -82,7 +82,7 @@ def judge(answer: dict[str, Any], task: Any, tools: Any, config: Any) -> dict[st
     """The answer's verdicts: calls valid by jsonschema, expected tool / arguments, other-shape calls in content."""
     import jsonschema
 
-    from toolgrammar.compare.judging import arguments_match, judge_turn
+    from toolgrammar.evaluate.compare.judging import arguments_match, judge_turn
 
     schemas = {t.name: t.parameters for t in tools}
     invalid = []
@@ -102,7 +102,7 @@ def judge(answer: dict[str, Any], task: Any, tools: Any, config: Any) -> dict[st
 
 def run_side(client: Any, model: str, tasks: list[Any], tools: Any, config: Any, steer: bool,
              max_tokens: int) -> dict[str, Any]:  # fmt: skip
-    from toolgrammar.compare.running import _initial_messages
+    from toolgrammar.evaluate.compare.running import _initial_messages
 
     openai_tools = tools.to_openai()
     started = time.perf_counter()
@@ -134,9 +134,9 @@ def summarize(side: dict[str, Any]) -> dict[str, Any]:
 
 def bfcl_plan(suite: str, limit: int) -> list[tuple[Any, Any]]:
     """BFCL's items of the suite's categories (the first ``limit`` of each), with their tools loaded for the grammar
-    (:func:`toolgrammar.bfcl.grammar_tools`: what ``compare --suite`` loads; its sources are what is sent)."""
-    from toolgrammar import bfcl
-    from toolgrammar.bfcl_suite import parse_suite
+    (:func:`toolgrammar.evaluate.bfcl.grammar_tools`: what ``compare --suite`` loads; its sources are what is sent)."""
+    from toolgrammar.evaluate import bfcl
+    from toolgrammar.evaluate.bfcl_suite import parse_suite
 
     plan = []
     for category in parse_suite(suite):
@@ -150,8 +150,8 @@ def bfcl_plan(suite: str, limit: int) -> list[tuple[Any, Any]]:
 def bfcl_side(client: Any, model: str, plan: list[tuple[Any, Any]], config: Any, steer: bool,
               max_tokens: int) -> dict[str, Any]:  # fmt: skip
     """Every item once; each answer scored by BFCL's rules, as blocks and with other-shape calls read too."""
-    from toolgrammar.bfcl_suite import score_turn
-    from toolgrammar.compare.judging import judge_turn
+    from toolgrammar.evaluate.bfcl_suite import score_turn
+    from toolgrammar.evaluate.compare.judging import judge_turn
     from toolgrammar.formats import get_format
 
     hermes = get_format("hermes")
@@ -276,9 +276,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import openai
 
-    from toolgrammar.compare import CompareConfig, prepare
-    from toolgrammar.models import provision_qwen25_coder
-    from toolgrammar.vllm import ServerError, start_openai_server, stop_server
+    from toolgrammar.evaluate.compare import CompareConfig, prepare
+    from toolgrammar.evaluate.models import provision_qwen25_coder
+    from toolgrammar.testing.vllm_server import ServerError, start_openai_server, stop_server
 
     model = args.model or provision_qwen25_coder()
     config = CompareConfig(limit=args.limit or None, max_new_tokens=args.max_tokens, progress=False, format="hermes")

@@ -8,7 +8,7 @@ Run by hand in the vLLM environment (``scripts/test-vllm.sh`` builds it)::
 About 4 minutes on 2 cores (one vLLM start, about 40 s, then four passes over the batch). Writes
 ``bench/results/vllm-<date>.md`` and ``.json`` (every output, parsed) unless ``--no-write``.
 
-Model: a tiny *random* Qwen3 (hidden 128, 2 layers; :func:`toolgrammar.vllm.write_tiny_random_qwen3`)
+Model: a tiny *random* Qwen3 (hidden 128, 2 layers; :func:`toolgrammar.testing.vllm_server.write_tiny_random_qwen3`)
 with the real Qwen3 tokenizer, sampled at temperature 1. It writes noise, which is the point: noise
 never closes a JSON string on its own, so what each route does with the budget is all that decides
 whether a call comes out valid. Prompt: the Qwen3 chat template with the seed's five tools.
@@ -70,7 +70,7 @@ def xgrammar_builtin(tools: list[dict[str, Any]], options: dict[str, Any]) -> An
 def sampling_params(route: str, tools: list[dict[str, Any]], choice: str, budget: int, seed: int) -> Any:
     from vllm import SamplingParams
 
-    from toolgrammar.vllm import extra_args, structured_outputs
+    from toolgrammar.integrations.vllm import extra_args, structured_outputs
 
     options = request_options(choice)
     common = {"max_tokens": budget, "temperature": 1.0, "seed": seed}
@@ -84,7 +84,7 @@ def sampling_params(route: str, tools: list[dict[str, Any]], choice: str, budget
 
 
 def judge(text: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
-    from toolgrammar.parser import parse_turn
+    from toolgrammar.turn.parser import parse_turn
 
     turn = parse_turn(text, tools)
     return {
@@ -128,7 +128,8 @@ def run(budgets: list[int], n_seeds: int, model_dir: Path) -> tuple[dict[str, An
     """The batch through every route; returns the results and the engine (shut it down with :func:`close`)."""
     from vllm import LLM
 
-    from toolgrammar.vllm import VllmToolCallLogitsProcessor, write_tiny_random_qwen3
+    from toolgrammar.integrations.vllm import VllmToolCallLogitsProcessor
+    from toolgrammar.testing.vllm_server import write_tiny_random_qwen3
     from toolgrammar.vocab import load_qwen3_tokenizer
 
     tools = json.loads(TOOLS_FILE.read_text(encoding="utf-8"))

@@ -18,7 +18,7 @@ import torch
 from transformers import LogitsProcessorList
 
 from toolgrammar import ToolCallLogitsProcessor, parse_turn
-from toolgrammar.models import load_model
+from toolgrammar.evaluate.models import load_model
 
 HERE = Path(__file__).parent
 

@@ -1,4 +1,4 @@
-"""Valid tool calls from vLLM, offline, by both routes of :mod:`toolgrammar.vllm`.
+"""Valid tool calls from vLLM, offline, by both routes of :mod:`toolgrammar.integrations.vllm`.
 
 Run it in an environment with vLLM (``bash scripts/test-vllm.sh`` builds ``.venv-vllm``)::
 
@@ -16,12 +16,12 @@ it. Route 1 (structured outputs) needs no processor, but cannot see the budget: 
 
 With ``vllm serve`` the same two routes are::
 
-    vllm serve MODEL --logits-processors toolgrammar.vllm:VllmToolCallLogitsProcessor
+    vllm serve MODEL --logits-processors toolgrammar.integrations.vllm:VllmToolCallLogitsProcessor
     # route 2, per request (vllm_xargs takes flat values, hence the JSON string):
     client.chat.completions.create(..., max_tokens=256,
-        extra_body={"vllm_xargs": toolgrammar.vllm.extra_args(tools, tool_choice="required", as_json=True)})
+        extra_body={"vllm_xargs": toolgrammar.integrations.vllm.extra_args(tools, tool_choice="required", as_json=True)})
     # route 1, per request:
-    extra_body={"structured_outputs": {"structural_tag": json.dumps(toolgrammar.vllm.structural_tag(tools))}}
+    extra_body={"structured_outputs": {"structural_tag": json.dumps(toolgrammar.integrations.vllm.structural_tag(tools))}}
 """
 
 from __future__ import annotations
@@ -44,8 +44,9 @@ def main() -> None:
 
     from vllm import LLM, SamplingParams
 
-    from toolgrammar.parser import parse_turn
-    from toolgrammar.vllm import VllmToolCallLogitsProcessor, extra_args, structured_outputs, write_tiny_random_qwen3
+    from toolgrammar.integrations.vllm import VllmToolCallLogitsProcessor, extra_args, structured_outputs
+    from toolgrammar.testing.vllm_server import write_tiny_random_qwen3
+    from toolgrammar.turn.parser import parse_turn
 
     tools = json.loads(TOOLS.read_text(encoding="utf-8"))
     with tempfile.TemporaryDirectory(prefix="toolgrammar-example-") as tmp:

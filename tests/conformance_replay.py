@@ -2,7 +2,7 @@
 
 A fixture is replayed with :func:`canitoolcall.adapters.worker.replay` (the non-streaming parse and one
 stream per chunking strategy) and checked with :func:`canitoolcall.runner.evaluate`, exactly as
-``canitoolcall run`` does, through :class:`toolgrammar.conformance.CanIToolCallAdapter` unless a test
+``canitoolcall run`` does, through :class:`toolgrammar.evaluate.conformance.CanIToolCallAdapter` unless a test
 passes its own adapter. Each family's file runs as a script to print its pass table (:func:`script_main`).
 
 Imported as ``conformance_replay`` (pytest puts ``tests/`` on ``sys.path``; so does running a test file as a
@@ -29,7 +29,7 @@ from canitoolcall.pytest_plugin import family_for
 from canitoolcall.results import Status
 from canitoolcall.runner import evaluate
 
-from toolgrammar.conformance import ALL_STRATEGIES, CanIToolCallAdapter, fixture_matrix, pass_table
+from toolgrammar.evaluate.conformance import ALL_STRATEGIES, CanIToolCallAdapter, fixture_matrix, pass_table
 
 TEXT_STRATEGIES = ("char:0", "char:1")
 """The synthetic text-delta strategies: all that runs where no tokenizer of the family ships."""
@@ -64,7 +64,7 @@ def run_case(fixture: Any, strategies: Iterable[str] = ALL_STRATEGIES, adapter: 
     """One fixture replayed with ``strategies`` and checked as ``canitoolcall run`` does.
 
     Returns the worker's reply (``supported``, ``parser_config``...) and the ``CaseResult``. ``adapter``: the
-    product's :class:`~toolgrammar.conformance.CanIToolCallAdapter` (a new one) unless given.
+    product's :class:`~toolgrammar.evaluate.conformance.CanIToolCallAdapter` (a new one) unless given.
     """
     adapter = adapter if adapter is not None else CanIToolCallAdapter()
     family = family_for(fixture)

@@ -23,11 +23,11 @@ import jsonschema
 import numpy as np
 from hypothesis import strategies as st
 
-from toolgrammar import automaton as A
-from toolgrammar.automaton import DFA
-from toolgrammar.engine import TokenGrammar
-from toolgrammar.parser import TurnStreamParser, parse_turn
+from toolgrammar.automata import automaton as A
+from toolgrammar.automata.automaton import DFA
+from toolgrammar.runtime.engine import TokenGrammar
 from toolgrammar.testing import Replay, Walk, random_walk, replay
+from toolgrammar.turn.parser import TurnStreamParser, parse_turn
 from toolgrammar.vocab import Vocabulary
 
 

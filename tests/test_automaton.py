@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolgrammar.automaton import (
+from toolgrammar.automata.automaton import (
     ANY_BYTE,
     Members,
     avoiding,

@@ -4,12 +4,12 @@
 Where BFCL lives. ``bfcl-eval==2026.3.23`` is **not** installed into this project's environment and is
 not an extra: ``pip install --dry-run bfcl-eval==2026.3.23`` into ``.venv`` would move ``numpy`` 2.4.6 to
 1.26.4 (its pin) and pin ``filelock==3.20.0`` and ``networkx==3.3`` (torch's), and it pulls two dozen
-vendor SDKs. toolgrammar never imports it (``toolgrammar.bfcl`` reads its data files only), so users
+vendor SDKs. toolgrammar never imports it (``toolgrammar.evaluate.bfcl`` reads its data files only), so users
 install it with ``pip install --no-deps``. The tests marked ``slow`` here build a separate venv in a
 temporary folder: ``bfcl-eval==2026.3.23`` with ``--no-deps``, then only what BFCL's loading, tool
 conversion, Qwen handler and evaluation runner import (:data:`REFERENCE_PACKAGES`). BFCL's own code then
 runs in that venv through ``tests/bfcl_reference.py`` (a subprocess); its verdicts are compared with
-``toolgrammar.bfcl``'s. ``$TOOLGRAMMAR_TEST_BFCL_VENV`` names an existing such venv to reuse.
+``toolgrammar.evaluate.bfcl``'s. ``$TOOLGRAMMAR_TEST_BFCL_VENV`` names an existing such venv to reuse.
 
 The fast tests need no BFCL install: the checker's rules on hand-written cases, the schema adaptation, the
 data locator on a fake distribution, and the CLI on the tiny random model over a two-item data folder
@@ -29,11 +29,11 @@ from typing import Any
 
 import pytest
 
-from toolgrammar import bfcl
-from toolgrammar.bfcl import BfclItem, DecodeError, check_ast, decode_hermes, score_decoded
-from toolgrammar.compare import CompareConfig, CompareError, Generation
 from toolgrammar.errors import ToolSchemaError
-from toolgrammar.tools import load_tools
+from toolgrammar.evaluate import bfcl
+from toolgrammar.evaluate.bfcl import BfclItem, DecodeError, check_ast, decode_hermes, score_decoded
+from toolgrammar.evaluate.compare import CompareConfig, CompareError, Generation
+from toolgrammar.schema.tools import load_tools
 
 HERE = Path(__file__).resolve().parent
 REFERENCE_PACKAGES = [
@@ -300,7 +300,7 @@ def test_java_categories_are_refused():
     with pytest.raises(bfcl.BfclError, match="Java/JavaScript"):
         bfcl.check_category("simple_java")
     with pytest.raises(CompareError, match="unknown or unsupported"):
-        from toolgrammar.bfcl_suite import parse_suite
+        from toolgrammar.evaluate.bfcl_suite import parse_suite
 
         parse_suite("bfcl:simple,multiple")
 
@@ -423,7 +423,7 @@ class _Scripted:
 
 
 def test_suite_counts_bfcl_accuracy_side_by_side(tmp_path, monkeypatch):
-    from toolgrammar.bfcl_suite import parse_suite, run_suite, suite_rows
+    from toolgrammar.evaluate.bfcl_suite import parse_suite, run_suite, suite_rows
 
     monkeypatch.delenv(bfcl.DATA_ENV, raising=False)
     data = bfcl.locate_data([_fake_site(tmp_path, SAMPLE_ITEMS, SAMPLE_ANSWERS)])
@@ -445,7 +445,7 @@ def test_suite_counts_bfcl_accuracy_side_by_side(tmp_path, monkeypatch):
 
 
 def test_suite_chart_shows_the_reports_accuracy_per_category(tmp_path, monkeypatch):
-    from toolgrammar.bfcl_suite import CHART_FILE, chart_series, parse_suite, run_suite
+    from toolgrammar.evaluate.bfcl_suite import CHART_FILE, chart_series, parse_suite, run_suite
 
     monkeypatch.delenv(bfcl.DATA_ENV, raising=False)
     data = bfcl.locate_data([_fake_site(tmp_path, SAMPLE_ITEMS, SAMPLE_ANSWERS)])
@@ -465,7 +465,7 @@ def test_suite_chart_shows_the_reports_accuracy_per_category(tmp_path, monkeypat
     assert chart[:8] == b"\x89PNG\r\n\x1a\n" and len(chart) > 5000
     assert f"![BFCL accuracy per category]({CHART_FILE})" in (out / "bfcl-report.md").read_text()
     # Without matplotlib: a note instead, and no chart left from the run before.
-    monkeypatch.setattr("toolgrammar.bfcl_suite.has_matplotlib", lambda: False)
+    monkeypatch.setattr("toolgrammar.evaluate.bfcl_suite.has_matplotlib", lambda: False)
     run_suite(config, parse_suite("bfcl:simple_python"), generator_factory=_Scripted, data=data)
     assert not (out / CHART_FILE).exists()
     assert "No chart: matplotlib is not installed" in (out / "bfcl-report.md").read_text()
@@ -475,7 +475,7 @@ class _GatedScripted(_Scripted):
     """``_Scripted`` with a relevance gate: relevant only for the triangle request (a fixed score each)."""
 
     def relevance(self, conversations, tools):
-        from toolgrammar.relevance import Relevance
+        from toolgrammar.evaluate.relevance import Relevance
 
         scores = [0.7 if "triangle" in messages[-1]["content"] else -0.4 for messages in conversations]
         return [Relevance(v, v >= 0.0, 0.0, "pmi") for v in scores]
@@ -487,7 +487,7 @@ class _GatedScripted(_Scripted):
 
 def _gated_suite(tmp_path, monkeypatch, steer_gate: str, generator_factory):
     """The sample ``simple_python`` items through the suite with a scripted gate."""
-    from toolgrammar.bfcl_suite import parse_suite, run_suite
+    from toolgrammar.evaluate.bfcl_suite import parse_suite, run_suite
 
     monkeypatch.delenv(bfcl.DATA_ENV, raising=False)
     data = bfcl.locate_data([_fake_site(tmp_path, SAMPLE_ITEMS, SAMPLE_ANSWERS)])
@@ -511,7 +511,7 @@ class _CombinedGateScripted(_GatedScripted):
     """A ``pmi+name`` gate: pmi as ``_GatedScripted``, name 0.9 for the triangle request and 0.3 otherwise."""
 
     def relevance(self, conversations, tools):
-        from toolgrammar.relevance import Relevance
+        from toolgrammar.evaluate.relevance import Relevance
 
         out = []
         for messages in conversations:
@@ -536,7 +536,7 @@ def test_suite_reports_a_combined_gate_per_part(tmp_path, monkeypatch):
 
 def test_cli_suite_on_the_tiny_model(tmp_path, monkeypatch, capsys):
     pytest.importorskip("torch")
-    from toolgrammar.cli import main
+    from toolgrammar.cli.app import main
 
     site = _fake_site(tmp_path, SAMPLE_ITEMS, SAMPLE_ANSWERS)
     monkeypatch.setenv(bfcl.DATA_ENV, str(site / "bfcl_eval" / "data"))
@@ -559,7 +559,7 @@ def test_cli_suite_on_the_tiny_model(tmp_path, monkeypatch, capsys):
 def test_cli_default_compare_is_unchanged_by_the_suite_option(tmp_path, capsys):
     """Without --suite: the bundled tasks, arguments 'strings', report.md, no BFCL file."""
     pytest.importorskip("torch")
-    from toolgrammar.cli import main
+    from toolgrammar.cli.app import main
 
     out = tmp_path / "o"
     args = ["--model", "tiny-random", "--limit", "1", "--max-new-tokens", "8", "--out", str(out)]
@@ -570,7 +570,7 @@ def test_cli_default_compare_is_unchanged_by_the_suite_option(tmp_path, capsys):
 
 
 def test_cli_suite_bad_input_exits_2(tmp_path, monkeypatch, capsys):
-    from toolgrammar.cli import main
+    from toolgrammar.cli.app import main
 
     monkeypatch.setenv(bfcl.DATA_ENV, str(_fake_site(tmp_path, SAMPLE_ITEMS, SAMPLE_ANSWERS) / "bfcl_eval" / "data"))
     for args, message in (
@@ -844,7 +844,7 @@ def _sample(data: bfcl.BfclData) -> list[tuple[BfclItem, str, str]]:
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["toolgrammar", "toolgrammar-dots"])
 def test_verdicts_agree_with_bfcls_own_checker(bfcl_python, bfcl_data, tmp_path, model):
-    """BFCL's QwenFCHandler + eval_runner (+ ast_checker) and toolgrammar.bfcl give every pair the same verdict:
+    """BFCL's QwenFCHandler + eval_runner (+ ast_checker) and toolgrammar.evaluate.bfcl give every pair the same verdict:
     the same valid flag and the same error_type. ``toolgrammar``: underscore_to_dot=True (OpenAI-style tools,
     what --suite uses); ``toolgrammar-dots``: False."""
     cases = _sample(bfcl_data)

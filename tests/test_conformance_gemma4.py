@@ -1,7 +1,7 @@
 """CanIToolCall's ``gemma4`` family (48 fixtures) through the product's adapter: the text strategies.
 
 No Gemma 4 tokenizer ships on PyPI, so the gemma4 format locates no vocabulary
-(``fixture_vocabulary`` is ``None``): :class:`toolgrammar.conformance.CanIToolCallAdapter` parses the
+(``fixture_vocabulary`` is ``None``): :class:`toolgrammar.evaluate.conformance.CanIToolCallAdapter` parses the
 fixture's ``raw_output`` for the non-streaming parse and the synthetic ``char:0`` / ``char:1`` streams
 (text deltas that also split markers), and reports the token-chunk strategies as unavailable
 (CanIToolCall skips them). The replay and the checks are CanIToolCall's own.
@@ -36,7 +36,7 @@ from conformance_replay import (
     run_case,
     script_main,
 )
-from toolgrammar.conformance import CanIToolCallAdapter
+from toolgrammar.evaluate.conformance import CanIToolCallAdapter
 from toolgrammar.formats import get_format
 
 FIXTURES = family_fixtures("gemma4")

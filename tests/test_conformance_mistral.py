@@ -1,7 +1,7 @@
-"""CanIToolCall's ``mistral`` family (47 fixtures) through :class:`toolgrammar.conformance.CanIToolCallAdapter`.
+"""CanIToolCall's ``mistral`` family (47 fixtures) through :class:`toolgrammar.evaluate.conformance.CanIToolCallAdapter`.
 
 The replay and checks are CanIToolCall's own (:func:`canitoolcall.adapters.worker.replay`,
-:func:`canitoolcall.runner.evaluate`), every strategy of :data:`toolgrammar.conformance.ALL_STRATEGIES`,
+:func:`canitoolcall.runner.evaluate`), every strategy of :data:`toolgrammar.evaluate.conformance.ALL_STRATEGIES`,
 strict pass required on every row (synthetic ``char:*`` rows included). Every fixture is replayed from
 its token ids with a real vocabulary read from ``mistral-common``'s data files: tekken (v11 / v13,
 37 fixtures) and the v3 sentencepiece model (Mistral-7B-Instruct-v0.3, 10 fixtures). The family is

@@ -26,8 +26,8 @@ from canitoolcall.adapters.base import Adapter, ReplayInput, Support, ToolSpec
 from canitoolcall.results import ParsedToolCall, ParseResult, StreamAccumulator
 
 from conformance_replay import assert_strict_pass, each_fixture, family_fixtures, run_case, script_main
-from toolgrammar.conformance import fixture_toolset, reasoning_started
-from toolgrammar.parser import TurnStreamParser, parse_turn
+from toolgrammar.evaluate.conformance import fixture_toolset, reasoning_started
+from toolgrammar.turn.parser import TurnStreamParser, parse_turn
 
 FAMILY = "qwen3-xml"
 PARSE_MODE = "lenient"

@@ -16,11 +16,11 @@ import jsonschema
 import numpy as np
 import pytest
 
-from toolgrammar.engine import Cursor, TokenGrammar
 from toolgrammar.formats import get_format
-from toolgrammar.grammar import compile_turn
-from toolgrammar.parser import parse_turn
+from toolgrammar.runtime.engine import Cursor, TokenGrammar
 from toolgrammar.testing import is_allowed, random_walk, replay
+from toolgrammar.turn.grammar import compile_turn
+from toolgrammar.turn.parser import parse_turn
 
 from toolsets import TOOLSETS
 
@@ -274,7 +274,7 @@ def test_budgets_beyond_255_tokens_are_exact(vocab):
 
 def test_budget_bookkeeping_is_bounded(vocab, monkeypatch):
     """The per-state budget needs are an LRU: never more than MAX_NEEDS_STATES states, whatever is visited."""
-    import toolgrammar.engine as engine
+    import toolgrammar.runtime.engine as engine
 
     monkeypatch.setattr(engine, "MAX_NEEDS_STATES", 8)
     tg = TokenGrammar(compile_turn(TOOLSETS["nested"], tool_choice="required"), vocab)

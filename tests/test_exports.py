@@ -1,4 +1,4 @@
-"""The exports for other engines (:mod:`toolgrammar.exports`): golden files, and each export fed to its engine.
+"""The exports for other engines (:mod:`toolgrammar.turn.exports`): golden files, and each export fed to its engine.
 
 - the golden files under ``grammars/`` are what the code writes now (else: run the command to regenerate);
 - GBNF is read by xgrammar's EBNF parser (``xgrammar.Grammar.from_ebnf``, which reads llama.cpp's GBNF
@@ -26,10 +26,11 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from toolgrammar.automaton import EOS
-from toolgrammar.compare import bundled_tools_path
+from toolgrammar.automata.automaton import EOS
 from toolgrammar.errors import GrammarError
-from toolgrammar.exports import (
+from toolgrammar.evaluate.compare import bundled_tools_path
+from toolgrammar.testing import accepts
+from toolgrammar.turn.exports import (
     EXPORTS,
     POLICIES,
     check_golden,
@@ -39,11 +40,10 @@ from toolgrammar.exports import (
     to_lark,
     to_structural_tag,
 )
-from toolgrammar.grammar import TurnGrammar, compile_turn
-from toolgrammar.testing import accepts
+from toolgrammar.turn.grammar import TurnGrammar, compile_turn
 
 GRAMMARS = Path(__file__).resolve().parents[1] / "grammars"
-COMMAND = "python -m toolgrammar.exports write grammars/"
+COMMAND = "python -m toolgrammar.turn.exports write grammars/"
 
 Matcher = Callable[[str], bool]
 
@@ -92,9 +92,9 @@ def test_readme_names_the_command() -> None:
 def test_cli_exports_match_the_library(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from toolgrammar.cli import app
-    from toolgrammar.cli_grammar import EXPORT_CHOICES
-    from toolgrammar.cli_grammar import EXPORTS as CLI_EXPORTS
+    from toolgrammar.cli.app import app
+    from toolgrammar.cli.grammar import EXPORT_CHOICES
+    from toolgrammar.cli.grammar import EXPORTS as CLI_EXPORTS
 
     assert CLI_EXPORTS == EXPORTS
     runner = CliRunner()
@@ -116,7 +116,7 @@ def test_cli_exports_match_the_library(tmp_path: Path) -> None:
 
 
 def test_write_and_check_round_trip(tmp_path: Path) -> None:
-    from toolgrammar.exports import main
+    from toolgrammar.turn.exports import main
 
     assert main(["write", str(tmp_path), "hermes"]) == 0
     assert main(["check", str(tmp_path)]) == 0
@@ -148,7 +148,7 @@ def test_write_and_check_round_trip(tmp_path: Path) -> None:
     ],
 )
 def test_regex_expr_reads_what_portable_regexes_hold(pattern: str) -> None:
-    from toolgrammar.exports import RuleGrammar, print_gbnf, print_lark
+    from toolgrammar.turn.exports import RuleGrammar, print_gbnf, print_lark
 
     grammar = RuleGrammar(root=regex_expr(pattern), rules={})
     xgr = pytest.importorskip("xgrammar")
@@ -383,8 +383,8 @@ def test_each_export_judges_turns_as_the_automaton_does(case: tuple[str, dict[st
 
 
 def _other_formats() -> list[str]:
-    from toolgrammar.exports import without_grammar
     from toolgrammar.formats import FORMATS
+    from toolgrammar.turn.exports import without_grammar
 
     return [f for f in FORMATS if f not in ("hermes", "qwen-xml") and without_grammar(f) is None]
 
@@ -409,8 +409,8 @@ def test_every_family_exports_what_its_automaton_accepts(fmt: str) -> None:
 
 
 def test_every_format_with_a_grammar_has_golden_exports() -> None:
-    from toolgrammar.exports import without_grammar
     from toolgrammar.formats import FORMATS
+    from toolgrammar.turn.exports import without_grammar
 
     expected = {f for f in FORMATS if without_grammar(f) is None}
     assert set(_golden_formats()) == expected, f"run {COMMAND}"
@@ -464,7 +464,7 @@ def test_exports_are_deterministic_and_linear() -> None:
 
 
 def test_structural_tag_export_is_the_structural_tag() -> None:
-    from toolgrammar.structural_tag import turn_structural_tag
+    from toolgrammar.turn.structural_tag import turn_structural_tag
 
     turn = _turn("hermes", ())
     assert json.loads(to_structural_tag(turn)) == turn_structural_tag(turn)

@@ -25,10 +25,10 @@ from grammar_checks import (
     check_walks,
     function_tool,
 )
-from toolgrammar.engine import TokenGrammar
 from toolgrammar.formats import get_format
-from toolgrammar.grammar import compile_turn
-from toolgrammar.parser import parse_turn
+from toolgrammar.runtime.engine import TokenGrammar
+from toolgrammar.turn.grammar import compile_turn
+from toolgrammar.turn.parser import parse_turn
 
 FIXTURES = load_fixtures(None, families=["deepseek"])
 FORMATS = {
@@ -80,7 +80,7 @@ def test_render_is_the_fixtures_spelling() -> None:
         expected = fixture.expected
         if not expected or not expected.tool_calls or fixture.id in NOT_CANONICAL or "truncated" in fixture.tags:
             continue
-        from toolgrammar.turn import ToolCall
+        from toolgrammar.formats.calls import ToolCall
 
         calls = [ToolCall(c.name, dict(c.arguments)) for c in expected.tool_calls]
         assert get_format(format_of(fixture)).canonical_calls(calls) in fixture.raw_output, fixture.id
@@ -119,8 +119,8 @@ def test_random_walks_are_sound(fmt: str, choice: str) -> None:
 
 
 def test_the_grammar_and_parser_agree_on_rendered_calls() -> None:
+    from toolgrammar.formats.calls import ToolCall
     from toolgrammar.testing import accepts
-    from toolgrammar.turn import ToolCall
 
     calls = [
         ToolCall("get_weather", {"city": "Zürich </x>", "unit": "c"}),

@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 
 from grammar_checks import GET_WEATHER, assert_masked, assert_never_masked, byte_encode, byte_vocabulary, check_walks
-from toolgrammar.engine import TokenGrammar
 from toolgrammar.errors import ToolSchemaError
 from toolgrammar.formats import get_format
 from toolgrammar.formats.gemma4 import render_value
-from toolgrammar.grammar import compile_turn
-from toolgrammar.parser import parse_turn
+from toolgrammar.runtime.engine import TokenGrammar
+from toolgrammar.schema.tools import load_tools
 from toolgrammar.testing import accepts
-from toolgrammar.tools import load_tools
+from toolgrammar.turn.grammar import compile_turn
+from toolgrammar.turn.parser import parse_turn
 
 FIXTURE_DIR = Path(__import__("canitoolcall").__file__).parent / "_data" / "fixtures" / "gemma4"
 FIXTURES = {

@@ -36,15 +36,15 @@ from grammar_checks import (
     schemas_of,
     walk_texts,
 )
-from toolgrammar.automaton import DFA, compile_dfa
-from toolgrammar.engine import TokenGrammar
+from toolgrammar.automata.automaton import DFA, compile_dfa
 from toolgrammar.errors import GrammarError, ToolSchemaError
 from toolgrammar.formats import FORMATS, get_format
 from toolgrammar.formats.glm import TAGS, VARIANTS, Glm45Format, GlmFormat, render_call
-from toolgrammar.grammar import GrammarOptions, compile_turn
-from toolgrammar.parser import TurnStreamParser, parse_turn
+from toolgrammar.runtime.engine import TokenGrammar
+from toolgrammar.schema.tools import Tool, ToolSet, load_tools
 from toolgrammar.testing import is_allowed
-from toolgrammar.tools import Tool, ToolSet, load_tools
+from toolgrammar.turn.grammar import GrammarOptions, compile_turn
+from toolgrammar.turn.parser import TurnStreamParser, parse_turn
 
 GLM45 = "toolgrammar.formats.glm:Glm45Format"
 FIXTURES = load_fixtures(None, families=["glm"])
@@ -148,8 +148,8 @@ def test_canonical_calls_are_what_the_shipped_chat_templates_render(folder: str,
     ``tojson``), write the calls exactly as :meth:`canonical_calls` does, blocks and separators included."""
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+    from toolgrammar.formats.calls import ToolCall
     from toolgrammar.packages import package_dir
-    from toolgrammar.turn import ToolCall
 
     def tojson(
         x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None, sort_keys: bool = False

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 
 from grammar_checks import GET_WEATHER, assert_masked, assert_never_masked, check_walks, function_tool
-from toolgrammar.engine import TokenGrammar
 from toolgrammar.formats import get_format
 from toolgrammar.formats.gpt_oss import harmony_vocabulary
-from toolgrammar.grammar import compile_turn
-from toolgrammar.parser import parse_turn
+from toolgrammar.runtime.engine import TokenGrammar
+from toolgrammar.schema.tools import load_tools
 from toolgrammar.testing import accepts
-from toolgrammar.tools import load_tools
+from toolgrammar.turn.grammar import compile_turn
+from toolgrammar.turn.parser import parse_turn
 
 FIXTURE_DIR = Path(__import__("canitoolcall").__file__).parent / "_data" / "fixtures" / "gpt-oss"
 FIXTURES = {

@@ -19,14 +19,14 @@ import pytest
 from canitoolcall.fixtures import load_fixtures
 
 from grammar_checks import GET_WEATHER, byte_vocabulary, check_walks, function_tool
-from toolgrammar.engine import TokenGrammar
 from toolgrammar.errors import GrammarError
 from toolgrammar.formats import get_format
+from toolgrammar.formats.calls import ToolCall
 from toolgrammar.formats.kimi import render_k2
-from toolgrammar.grammar import compile_turn
-from toolgrammar.parser import parse_turn
+from toolgrammar.runtime.engine import TokenGrammar
 from toolgrammar.testing import accepts
-from toolgrammar.turn import ToolCall
+from toolgrammar.turn.grammar import compile_turn
+from toolgrammar.turn.parser import parse_turn
 
 FIXTURES = [f for f in load_fixtures(None, families=["kimi"]) if "x-kimi-k2" in f.tags]
 NOT_CANONICAL = {
@@ -286,8 +286,8 @@ def test_k3_turns_by_hand() -> None:
 
 
 def test_k3_exports_and_structural_tag() -> None:
-    from toolgrammar.compare import bundled_tools_path
-    from toolgrammar.exports import to_gbnf, to_lark, to_structural_tag
+    from toolgrammar.evaluate.compare import bundled_tools_path
+    from toolgrammar.turn.exports import to_gbnf, to_lark, to_structural_tag
 
     grammar = compile_turn(str(bundled_tools_path()), format="kimi-k3", cache=False)
     gbnf, lark = to_gbnf(grammar), to_lark(grammar)

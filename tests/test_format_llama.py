@@ -17,8 +17,8 @@ import pytest
 from canitoolcall.fixtures import load_fixtures
 
 from grammar_checks import assert_cut_in_block, assert_every_split_reads_the_same, assert_never_masked, check_walks
-from toolgrammar.grammar import compile_turn
-from toolgrammar.parser import parse_turn
+from toolgrammar.turn.grammar import compile_turn
+from toolgrammar.turn.parser import parse_turn
 
 from toolsets import TOOLSETS
 
@@ -34,7 +34,7 @@ def vocab() -> Any:
 
 
 def token_grammar(tools: Any, vocab: Any, **options: Any) -> Any:
-    from toolgrammar.engine import TokenGrammar
+    from toolgrammar.runtime.engine import TokenGrammar
 
     return TokenGrammar(compile_turn(tools, format="llama3-json", cache=False, **options), vocab)
 

@@ -20,15 +20,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolgrammar.automaton import EOS
-from toolgrammar.engine import TokenGrammar
+from toolgrammar.automata.automaton import EOS
 from toolgrammar.errors import GrammarError, ToolSchemaError
 from toolgrammar.formats import get_format
 from toolgrammar.formats.llama4_pythonic.parser import render_value
-from toolgrammar.grammar import TurnGrammar, compile_turn
-from toolgrammar.parser import parse_turn
+from toolgrammar.runtime.engine import TokenGrammar
+from toolgrammar.schema.tools import load_tools
 from toolgrammar.testing import accepts, random_walk, replay
-from toolgrammar.tools import load_tools
+from toolgrammar.turn.grammar import TurnGrammar, compile_turn
+from toolgrammar.turn.parser import parse_turn
 from toolgrammar.vocab import Vocabulary
 
 FMT = get_format("llama4-pythonic")

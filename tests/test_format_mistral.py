@@ -15,10 +15,10 @@ from canitoolcall.fixtures import load_fixtures
 
 from grammar_checks import assert_cut_in_block, assert_every_split_reads_the_same, assert_never_masked, check_walks
 from toolgrammar.formats import get_format
-from toolgrammar.grammar import compile_turn
-from toolgrammar.parser import parse_turn
+from toolgrammar.formats.calls import ToolCall
 from toolgrammar.testing import accepts
-from toolgrammar.turn import ToolCall
+from toolgrammar.turn.grammar import compile_turn
+from toolgrammar.turn.parser import parse_turn
 
 from toolsets import TOOLSETS
 
@@ -40,7 +40,7 @@ def vocabulary(name: str) -> Any:
 
 
 def token_grammar(tools: Any, fmt: str, **options: Any) -> Any:
-    from toolgrammar.engine import TokenGrammar
+    from toolgrammar.runtime.engine import TokenGrammar
 
     return TokenGrammar(compile_turn(tools, format=fmt, cache=False, **options), vocabulary(fmt))
 

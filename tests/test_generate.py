@@ -16,9 +16,9 @@ from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria,
 
 from toolgrammar import GeneratedTurn, TokenBudgetWarning, generate_turn, generate_turns
 from toolgrammar.errors import ProcessorError, ToolSchemaError
-from toolgrammar.hf import ToolCallLogitsProcessor
-from toolgrammar.hf_generate import GenerateError
-from toolgrammar.models import tiny_random_qwen3
+from toolgrammar.evaluate.models import tiny_random_qwen3
+from toolgrammar.integrations.hf import ToolCallLogitsProcessor
+from toolgrammar.integrations.hf_generate import GenerateError
 
 from toolsets import SEED_TOOLS
 
@@ -116,7 +116,7 @@ def test_required_with_a_small_budget_makes_a_valid_call_within_it(model, tokeni
 @pytest.mark.parametrize("close", [True, False])
 def test_close_on_stop_is_a_processor_option_not_a_generate_one(model, tokenizer, close, monkeypatch):
     """``close_on_stop`` goes to the processor (a ``generate`` keyword would be refused by transformers)."""
-    from toolgrammar import hf_generate
+    from toolgrammar.integrations import hf_generate
 
     seen = []
     real = hf_generate.ToolCallLogitsProcessor

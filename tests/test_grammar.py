@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolgrammar.automaton import EOS
+from toolgrammar.automata.automaton import EOS
 from toolgrammar.errors import GrammarError, ToolSchemaError
-from toolgrammar.grammar import compile_turn
 from toolgrammar.testing import accepts, check_grammar
+from toolgrammar.turn.grammar import compile_turn
 
 from toolsets import NESTED_TOOLS, SEED_TOOLS, TOOLSETS, TYPED_TOOLS
 
@@ -180,7 +180,7 @@ def test_a_newline_after_the_last_block_may_end_the_turn():
     """Where the separator is a newline, one may end the calls: a model that writes it and means to stop
     is not held to another call (the embedded model does: "</tool_call>" then "\n" then end of turn). It
     is still the separator (a block may follow), it is never two, and the parser reads no content in it."""
-    from toolgrammar.parser import parse_turn
+    from toolgrammar.turn.parser import parse_turn
 
     hermes = '<tool_call>\n{"name": "run_tests", "arguments": {}}\n</tool_call>'
     xml = "<tool_call>\n<function=run_tests>\n</function>\n</tool_call>"
@@ -268,7 +268,7 @@ def test_required_with_no_tools_is_an_error():
 @pytest.mark.parametrize("toolset", sorted(TOOLSETS))
 def test_the_disk_cache_returns_the_same_automaton(toolset, tmp_path, monkeypatch):
     """A skeleton that does not ship, compiled by one process, is what the next one reads from disk."""
-    from toolgrammar import automaton, skeletons
+    from toolgrammar.automata import automaton, skeletons
 
     monkeypatch.setenv("TOOLGRAMMAR_CACHE", str(tmp_path))
     monkeypatch.setattr(skeletons, "SHIPPED_DIR", tmp_path / "none-shipped")

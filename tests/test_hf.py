@@ -7,8 +7,8 @@ import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
 from toolgrammar.errors import ProcessorError
-from toolgrammar.hf import ToolCallLogitsProcessor
-from toolgrammar.parser import parse_turn
+from toolgrammar.integrations.hf import ToolCallLogitsProcessor
+from toolgrammar.turn.parser import parse_turn
 
 from toolsets import SEED_TOOLS, TYPED_TOOLS
 
@@ -135,7 +135,7 @@ def test_free_text_logits_are_bit_identical_to_the_unconstrained_run(model, toke
 
 def proc_in_block_at(proc, out, inputs, row, step) -> bool:
     """Replay the row's tokens up to ``step`` on a fresh cursor (the processor keeps only the current state)."""
-    from toolgrammar.engine import Cursor
+    from toolgrammar.runtime.engine import Cursor
 
     cursor = Cursor(proc.grammar, proc.max_new_tokens)
     start = inputs["input_ids"].shape[1]

@@ -1,4 +1,4 @@
-"""The lazy automaton (toolgrammar.lazy): build only what a turn visits, and change nothing else.
+"""The lazy automaton (toolgrammar.automata.lazy): build only what a turn visits, and change nothing else.
 
 The language, the masks and the budget guarantee are those of the automaton built whole: checked
 here state by state against a grammar whose every tail was built up front (``build_all``).
@@ -12,13 +12,14 @@ import jsonschema
 import numpy as np
 import pytest
 
-from toolgrammar import automaton, json_grammar, lazy
-from toolgrammar.engine import Cursor, TokenGrammar
+from toolgrammar.automata import automaton, lazy
 from toolgrammar.errors import GrammarError, SchemaTooLargeError
 from toolgrammar.formats import FORMATS, get_format
-from toolgrammar.grammar import compile_turn
-from toolgrammar.parser import parse_turn
+from toolgrammar.runtime.engine import Cursor, TokenGrammar
 from toolgrammar.testing import allowed_ids, random_walk
+from toolgrammar.turn.grammar import compile_turn
+from toolgrammar.turn.parser import parse_turn
+from toolgrammar.values import json_grammar
 
 from toolsets import TOOLSETS
 

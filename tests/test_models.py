@@ -13,8 +13,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from toolgrammar import models  # noqa: E402
-from toolgrammar.models import (  # noqa: E402
+from toolgrammar.evaluate import models  # noqa: E402
+from toolgrammar.evaluate.models import (  # noqa: E402
     QWEN25_CODER_PARTS,
     ModelError,
     check_chat_template,

@@ -1,4 +1,4 @@
-"""The name fit (``toolgrammar.name_fit``): where names start in each format's calls, which tokens can
+"""The name fit (``toolgrammar.runtime.name_fit``): where names start in each format's calls, which tokens can
 write a text next, and the score, against hand-computed values (a scripted model) and against a brute-force
 reimplementation on the real Qwen3 tokenizer and the tiny random Qwen3 (no cache, every token scanned).
 """
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from toolgrammar.formats import get_format
-from toolgrammar.name_fit import NameFitError, Spelling, call_targets, name_fit
+from toolgrammar.runtime.name_fit import NameFitError, Spelling, call_targets, name_fit
 
 torch = pytest.importorskip("torch")
 
@@ -194,7 +194,7 @@ def _brute_name_fit(model, prompt_ids, head: str, targets, token_bytes, eos) -> 
 
 
 def test_the_walk_equals_a_brute_force_one(qwen3_tokenizer, qwen3_vocab):
-    from toolgrammar.models import tiny_random_qwen3
+    from toolgrammar.evaluate.models import tiny_random_qwen3
 
     model = tiny_random_qwen3().eval()
     tools: list[dict[str, Any]] = [

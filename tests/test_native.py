@@ -14,11 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grammar_checks import random_trees
-from toolgrammar import automaton as A
 from toolgrammar import native
-from toolgrammar.engine import INF, TokenGrammar, TokenTable
+from toolgrammar.automata import automaton as A
 from toolgrammar.errors import TokenizerError
-from toolgrammar.grammar import compile_turn
+from toolgrammar.runtime.engine import INF, TokenGrammar, TokenTable
+from toolgrammar.turn.grammar import compile_turn
 
 from toolsets import TOOLSETS
 
@@ -52,7 +52,7 @@ def _allowed(mask, n):
 
 def _forget(monkeypatch, folder) -> None:
     """Nothing compiled before is reused: an empty cache folder, the in-memory caches emptied."""
-    from toolgrammar import engine
+    from toolgrammar.runtime import engine
 
     monkeypatch.setenv("TOOLGRAMMAR_CACHE", str(folder))
     engine.clear_compiled()
@@ -504,7 +504,7 @@ def test_a_json_string_walks_a_few_exits_not_the_trie(qwen3_vocab, tables, monke
 
 
 def test_the_text_exits_kept_per_table_are_bounded(qwen3_vocab):
-    from toolgrammar import engine
+    from toolgrammar.runtime import engine
 
     table = TokenTable(qwen3_vocab, native=True)  # its own: the shared fixture's exits are real ones
     for k in range(engine.MAX_TEXT_EXITS + 5):

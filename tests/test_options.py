@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from toolgrammar.errors import GrammarError
-from toolgrammar.grammar import GrammarOptions, compile_turn
+from toolgrammar.turn.grammar import GrammarOptions, compile_turn
 
 TOOLS = [{"name": "t", "parameters": {"type": "object", "properties": {"a": {"type": "string"}}}}]
 

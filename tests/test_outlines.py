@@ -1,4 +1,4 @@
-"""toolgrammar.outlines in a real outlines ``Generator`` (tiny random Qwen3, real Qwen3 tokenizer),
+"""toolgrammar.integrations.outlines in a real outlines ``Generator`` (tiny random Qwen3, real Qwen3 tokenizer),
 and the regex exports in outlines-core."""
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from outlines.types import Regex
 from transformers import StoppingCriteria, StoppingCriteriaList
 
 from toolgrammar.errors import ProcessorError
-from toolgrammar.grammar import compile_turn
-from toolgrammar.models import tiny_random_qwen3
-from toolgrammar.outlines import ToolCallGenerator, ToolCallProcessor, ToolPrompt, chat_prompt
-from toolgrammar.parser import parse_turn
+from toolgrammar.evaluate.models import tiny_random_qwen3
+from toolgrammar.integrations.outlines import ToolCallGenerator, ToolCallProcessor, ToolPrompt, chat_prompt
+from toolgrammar.turn.grammar import compile_turn
+from toolgrammar.turn.parser import parse_turn
 
 from toolsets import PREFIX_TOOLS, SEED_TOOLS, TYPED_TOOLS
 
@@ -205,9 +205,9 @@ def test_chat_prompt_renders_the_tools_and_names_the_reasoning_option(model):
 
 def test_importing_without_outlines_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "outlines", None)
-    monkeypatch.delitem(sys.modules, "toolgrammar.outlines")
+    monkeypatch.delitem(sys.modules, "toolgrammar.integrations.outlines")
     with pytest.raises(ImportError, match=r"pip install 'toolgrammar\[outlines\]'"):
-        importlib.import_module("toolgrammar.outlines")
+        importlib.import_module("toolgrammar.integrations.outlines")
 
 
 # -- regex exports in outlines-core ---------------------------------------------------------------

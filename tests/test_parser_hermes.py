@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from toolgrammar.checks import check_arguments, check_call
+from toolgrammar.formats.calls import ERROR_KINDS, CallError, ToolCall
+from toolgrammar.formats.checks import check_arguments, check_call
 from toolgrammar.formats.hermes.parser import JsonValueScanner, strict_block_close
-from toolgrammar.parser import Delta, TurnStreamParser, accumulate, parse_turn
-from toolgrammar.tools import load_tools
-from toolgrammar.turn import ERROR_KINDS, CallError, ToolCall
+from toolgrammar.schema.tools import load_tools
+from toolgrammar.turn.parser import Delta, TurnStreamParser, accumulate, parse_turn
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED_TOOLS = ROOT / "examples" / "tools" / "seed_tools.json"

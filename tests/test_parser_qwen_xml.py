@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from toolgrammar.errors import ToolSchemaError
 from toolgrammar.formats import get_format
+from toolgrammar.formats.calls import ERROR_KINDS
 from toolgrammar.formats.qwen_xml import QwenXmlFormat, render_call, render_value
 from toolgrammar.formats.qwen_xml.parser import (
     VALUE_END,
@@ -24,9 +25,8 @@ from toolgrammar.formats.qwen_xml.parser import (
     schema_types,
 )
 from toolgrammar.formats.qwen_xml.parser import parse_turn as qwen_parse
-from toolgrammar.parser import TurnStreamParser, accumulate, parse_turn
-from toolgrammar.tools import Tool, ToolSet, load_tools
-from toolgrammar.turn import ERROR_KINDS
+from toolgrammar.schema.tools import Tool, ToolSet, load_tools
+from toolgrammar.turn.parser import TurnStreamParser, accumulate, parse_turn
 
 FIXTURE_DIR = Path(__import__("canitoolcall").__file__).parent / "_data" / "fixtures" / "qwen3-xml"
 FIXTURES = [json.loads(line) for name in ("rendered.jsonl", "imported.jsonl") for line in (FIXTURE_DIR / name).open()]
@@ -84,7 +84,7 @@ _STATES: dict[str, tuple[ToolSet, bool]] = {}
 
 def fixture_state(record: dict[str, Any]) -> tuple[ToolSet, bool]:
     """The fixture's tools (loaded once) and whether its generation prompt opened ``<think>``."""
-    from toolgrammar.conformance import reasoning_started
+    from toolgrammar.evaluate.conformance import reasoning_started
 
     if record["id"] not in _STATES:
         started = reasoning_started(record.get("generation_prompt") or "")

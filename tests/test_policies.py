@@ -16,9 +16,9 @@ import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
 from toolgrammar.errors import ProcessorError
-from toolgrammar.hf import ToolCallLogitsProcessor
-from toolgrammar.parser import parse_turn
-from toolgrammar.steering import call_openers
+from toolgrammar.integrations.hf import ToolCallLogitsProcessor
+from toolgrammar.runtime.steering import call_openers
+from toolgrammar.turn.parser import parse_turn
 
 from toolsets import SEED_TOOLS
 
@@ -27,7 +27,7 @@ N_COLUMNS = 151936
 
 @pytest.fixture(scope="module")
 def model():
-    from toolgrammar.models import tiny_random_qwen3
+    from toolgrammar.evaluate.models import tiny_random_qwen3
 
     return tiny_random_qwen3().eval()  # the real vocabulary's 151,936 logit columns
 

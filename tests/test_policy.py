@@ -1,8 +1,8 @@
-"""The turn policy (:mod:`toolgrammar.policy`): one description of the turn, lowered to two targets.
+"""The turn policy (:mod:`toolgrammar.turn.policy`): one description of the turn, lowered to two targets.
 
-The engine's expression tree (:func:`toolgrammar.grammar.turn_node`) and the xgrammar structural tag
-(:func:`toolgrammar.structural_tag.turn_structural_tag`) are both lowered from
-:func:`~toolgrammar.policy.turn_policy`. These tests hold the two lowerings to that: each lowers every
+The engine's expression tree (:func:`toolgrammar.turn.grammar.turn_node`) and the xgrammar structural tag
+(:func:`toolgrammar.turn.structural_tag.turn_structural_tag`) are both lowered from
+:func:`~toolgrammar.turn.policy.turn_policy`. These tests hold the two lowerings to that: each lowers every
 part type, each visits every part of the same policy object, neither reads an option or the format's
 markup itself, and the tag keeps the exact JSON (and refusals) it had when it was written by hand.
 Whether xgrammar accepts what the turn grammar accepts is checked in ``test_vllm.py``.
@@ -24,15 +24,15 @@ from typing import Any, ClassVar
 
 import pytest
 
-from toolgrammar import policy, structural_tag
-from toolgrammar.automaton import find_dispatches
+from toolgrammar.automata.automaton import find_dispatches
 from toolgrammar.errors import GrammarError
 from toolgrammar.formats import get_format
 from toolgrammar.formats.base import Markers
+from toolgrammar.turn import policy, structural_tag
 from toolgrammar.formats.hermes import HermesFormat
-from toolgrammar.grammar import GrammarOptions, _NodeLowering, options_from_kwargs, turn_node
-from toolgrammar.structural_tag import _block_tag, _TagLowering, turn_structural_tag
-from toolgrammar.tools import load_tools
+from toolgrammar.schema.tools import load_tools
+from toolgrammar.turn.grammar import GrammarOptions, _NodeLowering, options_from_kwargs, turn_node
+from toolgrammar.turn.structural_tag import _block_tag, _TagLowering, turn_structural_tag
 
 TOOLS_FILE = Path(__file__).resolve().parents[1] / "examples" / "tools" / "seed_tools.json"
 TOOLS = load_tools(json.loads(TOOLS_FILE.read_text(encoding="utf-8")))
@@ -369,7 +369,7 @@ def test_structural_tag_refuses_what_it_cannot_say(fmt: str, kwargs: dict[str, A
 
 
 def test_vllm_reexports_the_structural_tag() -> None:
-    from toolgrammar import vllm
+    from toolgrammar.integrations import vllm
 
     assert vllm.structural_tag is structural_tag.structural_tag
     assert vllm.turn_structural_tag is structural_tag.turn_structural_tag
@@ -381,11 +381,11 @@ def test_vllm_reexports_the_structural_tag() -> None:
 # ------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("module", ["toolgrammar.policy", "toolgrammar.grammar", "toolgrammar.structural_tag"])
+@pytest.mark.parametrize("module", ["toolgrammar.turn.policy", "toolgrammar.turn.grammar", "toolgrammar.turn.structural_tag"])
 def test_policy_and_its_lowerings_import_no_framework(module: str) -> None:
     code = (
         f"import sys, {module}\n"
-        "from toolgrammar.structural_tag import structural_tag\n"
+        "from toolgrammar.turn.structural_tag import structural_tag\n"
         "structural_tag([{'name': 'f', 'parameters': {'type': 'object', 'properties': {'a': {'type': 'string'}}}}],"
         " cache=False)\n"
         "heavy = sorted(m for m in ('torch', 'transformers', 'vllm', 'xgrammar') if m in sys.modules)\n"
@@ -405,7 +405,7 @@ class Wrapped(HermesFormat):
 
 @pytest.mark.parametrize("reasoning", ["enabled", "disabled", "prefilled"])
 def test_a_wrapped_content_and_a_turn_closer_are_lowered_by_every_target(reasoning: str) -> None:
-    from toolgrammar.exports import _RuleLowering
+    from toolgrammar.turn.exports import _RuleLowering
 
     options = _options(reasoning=reasoning)
     fixed = policy.turn_policy(TOOLS, options, Wrapped())

@@ -11,17 +11,17 @@ import toolgrammar
 
 LIGHT_MODULES = [
     "toolgrammar",
-    "toolgrammar.tools",
-    "toolgrammar.turn",
+    "toolgrammar.schema.tools",
+    "toolgrammar.formats.calls",
     "toolgrammar.formats",
     "toolgrammar.formats.hermes",
-    "toolgrammar.automaton",
-    "toolgrammar.json_grammar",
-    "toolgrammar.grammar",
-    "toolgrammar.parser",
-    "toolgrammar.engine",
-    "toolgrammar.other_shapes",
-    "toolgrammar.steering",
+    "toolgrammar.automata.automaton",
+    "toolgrammar.values.json_grammar",
+    "toolgrammar.turn.grammar",
+    "toolgrammar.turn.parser",
+    "toolgrammar.runtime.engine",
+    "toolgrammar.evaluate.other_shapes",
+    "toolgrammar.runtime.steering",
 ]
 
 
@@ -39,7 +39,7 @@ def test_unknown_names_raise_attribute_error():
 def test_light_modules_import_no_framework(module):
     code = (
         f"import sys, {module}\n"
-        "from toolgrammar.grammar import compile_turn\n"
+        "from toolgrammar.turn.grammar import compile_turn\n"
         "compile_turn([{'name': 'f', 'parameters': {'type': 'object', 'properties': {'a': {'type': 'string'}}}}],"
         " cache=False)\n"
         "heavy = sorted(m for m in ('torch', 'transformers', 'vllm') if m in sys.modules)\n"

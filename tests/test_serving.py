@@ -1,4 +1,4 @@
-"""toolgrammar.serving: an OpenAI request's tool fields -> the constraint; a turn -> content and calls.
+"""toolgrammar.integrations.serving: an OpenAI request's tool fields -> the constraint; a turn -> content and calls.
 
 No vLLM here: the vLLM tool parser (tests/test_vllm_server.py) is a thin adapter over these.
 """
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from toolgrammar.errors import GrammarError, ToolgrammarError
 from toolgrammar.formats import get_format
-from toolgrammar.serving import (
+from toolgrammar.integrations.serving import (
     LENIENT_ENV,
     LENIENT_XARG,
     STEER_ENV,
@@ -25,7 +25,7 @@ from toolgrammar.serving import (
     request_setting,
     tool_choice_option,
 )
-from toolgrammar.tools import load_tools
+from toolgrammar.schema.tools import load_tools
 
 TOOLS = [
     {
@@ -110,11 +110,11 @@ DIRTY = [{"type": "function", "function": {"name": "area", "parameters": {
 
 
 def test_lenient_loading_serves_a_schema_strict_refuses(caplog: pytest.LogCaptureFixture) -> None:
-    from toolgrammar.serving import compiled_turn
+    from toolgrammar.integrations.serving import compiled_turn
 
     with pytest.raises(ToolgrammarError, match=r"'area'.*/properties/r/format"):
         constraint_spec(DIRTY, format="hermes")
-    with caplog.at_level("WARNING", logger="toolgrammar.vllm"):
+    with caplog.at_level("WARNING", logger="toolgrammar.integrations.vllm"):
         spec = constraint_spec(DIRTY, format="hermes", lenient=True)
     assert "lenient loading" in caplog.text and "/properties/r/format" in caplog.text
     turn = compiled_turn(spec)

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-import toolgrammar.automaton as automaton
-from toolgrammar.automaton import MAX_ESTIMATED_SIZE, estimate_size
+import toolgrammar.automata.automaton as automaton
+from toolgrammar.automata.automaton import MAX_ESTIMATED_SIZE, estimate_size
 from toolgrammar.errors import SchemaTooLargeError, ToolSchemaError
 from toolgrammar.formats import get_format
-from toolgrammar.grammar import compile_turn, options_from_kwargs
-from toolgrammar.tools import load_tools
+from toolgrammar.schema.tools import load_tools
+from toolgrammar.turn.grammar import compile_turn, options_from_kwargs
 
 from toolsets import TOOLSETS
 
@@ -98,7 +98,7 @@ def no_automaton(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         raise AssertionError("an automaton was built before the size check refused the schema")
 
     monkeypatch.setattr(automaton, "compile_dfa", refuse)
-    monkeypatch.setattr("toolgrammar.grammar.compile_dfa", refuse)
+    monkeypatch.setattr("toolgrammar.turn.grammar.compile_dfa", refuse)
     monkeypatch.setattr(automaton._NFA, "new", refuse)
     return calls
 
@@ -195,7 +195,7 @@ def test_schemas_just_under_the_limit_compile() -> None:
 
 def test_estimate_grows_with_the_shapes_that_explode(monkeypatch: pytest.MonkeyPatch) -> None:
     # Optional properties: quadratic pairs; bounded repeats: multiply when nested.
-    monkeypatch.setattr("toolgrammar.json_grammar.MAX_ESTIMATED_SIZE", 10**12)  # estimate past the limit
+    monkeypatch.setattr("toolgrammar.values.json_grammar.MAX_ESTIMATED_SIZE", 10**12)  # estimate past the limit
 
     def args_estimate(tools: list[dict[str, Any]]) -> int:
         toolset = load_tools(tools)
@@ -219,7 +219,7 @@ def test_a_refused_part_is_named_where_each_tool_uses_it() -> None:
 def test_the_whole_automaton_is_refused_where_an_array_is_built_an_item_at_a_time(tmp_path, capsys) -> None:
     """``TurnGrammar.dfa`` (every item at once) says why it is not built; ``toolgrammar grammar`` compiles the
     tool list all the same and says it has no whole automaton to count."""
-    from toolgrammar.cli import main
+    from toolgrammar.cli.app import main
     from toolgrammar.errors import GrammarError
 
     tools = array_of_objects(200)

@@ -9,18 +9,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from toolgrammar import automaton as A
-from toolgrammar import skeletons, tools
+from toolgrammar.automata import automaton as A
+from toolgrammar.automata import skeletons
 from toolgrammar.formats import get_format
-from toolgrammar.grammar import compile_turn, options_from_kwargs, turn_node
-from toolgrammar.tools import load_tools
+from toolgrammar.schema import tools
+from toolgrammar.schema.tools import load_tools
+from toolgrammar.turn.grammar import compile_turn, options_from_kwargs, turn_node
 
 TOOLS = [
     {"name": "lookup_order", "parameters": {"type": "object", "properties": {"id": {"type": "integer"}}}},
     {"name": "cancel_order", "parameters": {"type": "object", "properties": {"id": {"type": "integer"}}}},
     {"name": "ping"},
 ]
-REGENERATE = "run `python -m toolgrammar.skeletons` to rewrite src/toolgrammar/data/skeletons/"
+REGENERATE = "run `python -m toolgrammar.automata.skeletons` to rewrite src/toolgrammar/data/skeletons/"
 
 
 @pytest.fixture(autouse=True)

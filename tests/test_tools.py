@@ -1,4 +1,4 @@
-"""Tests of toolgrammar.tools: loading, validation errors, normalization, fingerprints, the real corpus."""
+"""Tests of toolgrammar.schema.tools: loading, validation errors, normalization, fingerprints, the real corpus."""
 
 from __future__ import annotations
 
@@ -18,15 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolgrammar import tools
 from toolgrammar.errors import ToolgrammarError, ToolSchemaError, ToolSchemaWarning
-from toolgrammar.tools import (
-    ANNOTATION_KEYWORDS,
-    SUPPORTED_KEYWORDS,
-    Tool,
-    ToolSet,
-    load_tools,
-)
+from toolgrammar.schema import tools
+from toolgrammar.schema.tools import ANNOTATION_KEYWORDS, SUPPORTED_KEYWORDS, Tool, ToolSet, load_tools
 
 WEATHER = {
     "type": "function",
@@ -1169,7 +1163,7 @@ def test_fingerprint_is_the_hash_of_the_canonical_payload() -> None:
 
 def test_fingerprint_is_the_same_in_another_process() -> None:
     code = (
-        "import json, sys; from toolgrammar.tools import load_tools; "
+        "import json, sys; from toolgrammar.schema.tools import load_tools; "
         "print(load_tools(json.loads(sys.argv[1])).fingerprint)"
     )
     src = str(Path(__file__).resolve().parents[1] / "src")
@@ -1480,7 +1474,7 @@ def test_the_cli_refuses_lone_surrogates_with_exit_code_2(tmp_path: Path, comman
     )
     src = str(Path(__file__).resolve().parents[1] / "src")
     done = subprocess.run(
-        [sys.executable, "-c", "import sys; from toolgrammar.cli import main; sys.exit(main(sys.argv[1:]))", *args],
+        [sys.executable, "-c", "import sys; from toolgrammar.cli.app import main; sys.exit(main(sys.argv[1:]))", *args],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": src, "TOOLGRAMMAR_CACHE": "off"},
@@ -2039,7 +2033,7 @@ def test_the_caches_never_change_what_loading_returns(loads: list[tuple[list[dic
 def _real_parameters() -> list[tuple[str, Any]]:
     """Every parameters schema of the CanIToolCall corpus (all families) and of the BFCL sample
     (``tests/data/bfcl_sample.json``, converted as the side-by-side mode converts it)."""
-    from toolgrammar import bfcl
+    from toolgrammar.evaluate import bfcl
 
     found = [
         (f"{fid}:{t.get('function', t).get('name')}", t.get("function", t).get("parameters"))
@@ -2075,7 +2069,7 @@ def test_load_tools_lenient_returns_the_reports_it_would_warn() -> None:
     """The notes are the warnings' messages, in order, and none escapes as a warning."""
     import warnings
 
-    from toolgrammar.tools import load_tools_lenient
+    from toolgrammar.schema.tools import load_tools_lenient
 
     dirty = [{"name": "f", "parameters": {"type": "object", "properties": {
         "a": {"type": "number", "format": "float"}, "b": {"type": "string", "optional": True}}}}]  # fmt: skip

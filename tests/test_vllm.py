@@ -1,4 +1,4 @@
-"""vLLM integration (:mod:`toolgrammar.vllm`): both routes, against the installed vLLM.
+"""vLLM integration (:mod:`toolgrammar.integrations.vllm`): both routes, against the installed vLLM.
 
 Runs in the vLLM environment only (``scripts/test-vllm.sh``: ``pytest -m vllm``); elsewhere the module
 is skipped. Two kinds of tests:
@@ -107,9 +107,9 @@ OPTION_SETS = [
 def test_structural_tag_accepts_what_the_turn_grammar_accepts(options: dict[str, Any]) -> None:
     from xgrammar.testing import _is_grammar_accept_string
 
-    from toolgrammar.grammar import compile_turn
+    from toolgrammar.integrations.vllm import turn_structural_tag
     from toolgrammar.testing import accepts
-    from toolgrammar.vllm import turn_structural_tag
+    from toolgrammar.turn.grammar import compile_turn
 
     turn = compile_turn(_tools(), **options)
     grammar = xgr.Grammar.from_structural_tag(json.dumps(turn_structural_tag(turn)))
@@ -125,7 +125,7 @@ def test_structured_outputs_pass_vllm_validation() -> None:
     from vllm import SamplingParams
     from vllm.v1.structured_output.backend_xgrammar import validate_xgrammar_grammar
 
-    from toolgrammar.vllm import structured_outputs
+    from toolgrammar.integrations.vllm import structured_outputs
 
     params = SamplingParams(structured_outputs=structured_outputs(_tools(), tool_choice="required"))
     validate_xgrammar_grammar(params)  # raises on a tag vLLM's xgrammar backend would refuse
@@ -134,7 +134,7 @@ def test_structured_outputs_pass_vllm_validation() -> None:
 
 
 def test_structural_tag_regex_has_no_escapes_xgrammar_warns_about() -> None:
-    from toolgrammar.vllm import structural_tag
+    from toolgrammar.integrations.vllm import structural_tag
 
     text = json.dumps(structural_tag(_tools()))
     for noisy in ("\\\\ ", "\\\\#", "\\\\\n"):
@@ -146,7 +146,7 @@ def test_structural_tag_regex_has_no_escapes_xgrammar_warns_about() -> None:
 )
 def test_structural_tag_refuses_what_a_regex_cannot_say(options: dict[str, Any]) -> None:
     from toolgrammar.errors import GrammarError
-    from toolgrammar.vllm import structural_tag
+    from toolgrammar.integrations.vllm import structural_tag
 
     fmt = "hermes" if options else "qwen-xml"
     with pytest.raises(GrammarError, match="logits processor"):
@@ -154,7 +154,7 @@ def test_structural_tag_refuses_what_a_regex_cannot_say(options: dict[str, Any])
 
 
 def test_xgrammar_regex_rewrites_only_escapes() -> None:
-    from toolgrammar.vllm import xgrammar_regex
+    from toolgrammar.integrations.vllm import xgrammar_regex
 
     assert xgrammar_regex(r"a\ b\#\&\~") == "a b#&~"
     assert xgrammar_regex("\\\n\\\t") == r"\n\t"
@@ -169,7 +169,7 @@ def test_xgrammar_regex_rewrites_only_escapes() -> None:
 def test_extra_args_round_trip_as_dict_and_as_json() -> None:
     from vllm import SamplingParams
 
-    from toolgrammar.vllm import extra_args, request_spec
+    from toolgrammar.integrations.vllm import extra_args, request_spec
 
     plain = extra_args(_tools(), tool_choice="required")
     as_json = extra_args(_tools(), tool_choice="required", as_json=True)
@@ -195,7 +195,7 @@ def test_extra_args_round_trip_as_dict_and_as_json() -> None:
 def test_validate_params_refuses_bad_specs(spec: Any, match: str) -> None:
     from vllm import SamplingParams
 
-    from toolgrammar.vllm import VllmToolCallLogitsProcessor
+    from toolgrammar.integrations.vllm import VllmToolCallLogitsProcessor
 
     if isinstance(spec, dict) and spec.get("tool_choice") == "nope":
         spec = {**spec, "tools": _tools()}
@@ -206,7 +206,7 @@ def test_validate_params_refuses_bad_specs(spec: Any, match: str) -> None:
 def test_validate_params_refuses_both_routes_at_once() -> None:
     from vllm import SamplingParams
 
-    from toolgrammar.vllm import VllmToolCallLogitsProcessor, extra_args, structured_outputs
+    from toolgrammar.integrations.vllm import VllmToolCallLogitsProcessor, extra_args, structured_outputs
 
     params = SamplingParams(extra_args=extra_args(_tools()), structured_outputs=structured_outputs(_tools()))
     with pytest.raises(ValueError, match="one route"):
@@ -217,7 +217,7 @@ def test_validate_params_refuses_both_routes_at_once() -> None:
 def _fake_config(*, async_scheduling: bool = False, named: bool = True) -> Any:
     model_config = SimpleNamespace(
         max_model_len=8192,
-        logits_processors=["toolgrammar.vllm:VllmToolCallLogitsProcessor"] if named else None,
+        logits_processors=["toolgrammar.integrations.vllm:VllmToolCallLogitsProcessor"] if named else None,
         get_vocab_size=lambda: 151_936,
     )
     return SimpleNamespace(
@@ -228,7 +228,7 @@ def _fake_config(*, async_scheduling: bool = False, named: bool = True) -> Any:
 def _processor(**config: Any) -> Any:
     import torch
 
-    from toolgrammar.vllm import VllmToolCallLogitsProcessor
+    from toolgrammar.integrations.vllm import VllmToolCallLogitsProcessor
     from toolgrammar.vocab import qwen3_vocabulary
 
     proc = VllmToolCallLogitsProcessor(_fake_config(**config), torch.device("cpu"), False)
@@ -239,7 +239,7 @@ def _processor(**config: Any) -> Any:
 def _params(max_tokens: int = 64, **options: Any) -> Any:
     from vllm import SamplingParams
 
-    from toolgrammar.vllm import extra_args
+    from toolgrammar.integrations.vllm import extra_args
 
     return SamplingParams(max_tokens=max_tokens, extra_args=extra_args(_tools(), **options))
 
@@ -274,7 +274,7 @@ def test_batch_bookkeeping_follows_removed_added_moved() -> None:
     from vllm import SamplingParams
     from vllm.v1.sample.logits_processor import MoveDirectionality
 
-    from toolgrammar.engine import Cursor
+    from toolgrammar.runtime.engine import Cursor
     from toolgrammar.vocab import load_qwen3_tokenizer
 
     proc = _processor()
@@ -335,7 +335,7 @@ def test_one_row_on_the_host_matches_the_cursor() -> None:
     """A single constrained row takes the host (numpy) path: same mask, padding included, both mask kinds."""
     import torch
 
-    from toolgrammar.engine import Cursor
+    from toolgrammar.runtime.engine import Cursor
     from toolgrammar.vocab import load_qwen3_tokenizer
 
     proc = _processor()
@@ -374,7 +374,7 @@ def test_padding_columns_are_masked_for_constrained_rows_only() -> None:
 def test_a_second_instance_on_the_same_engine_stands_down() -> None:
     import torch
 
-    from toolgrammar.vllm import VllmToolCallLogitsProcessor
+    from toolgrammar.integrations.vllm import VllmToolCallLogitsProcessor
 
     config = _fake_config()
     first = VllmToolCallLogitsProcessor(config, torch.device("cpu"), False)
@@ -393,7 +393,7 @@ def test_placeholder_ids_leave_the_row_unconstrained_and_counted(caplog: pytest.
     proc.update_state(_update(1, added=[(0, _params(64, tool_choice="required"), [1], out)]))
     out.append(-1)
     logits = torch.zeros(1, 151_936)
-    with caplog.at_level("ERROR", logger="toolgrammar.vllm"):
+    with caplog.at_level("ERROR", logger="toolgrammar.integrations.vllm"):
         proc.apply(logits)
     assert (logits == 0).all()
     assert proc.stats()["errors"] == 1
@@ -410,7 +410,7 @@ def test_a_rejected_token_is_counted_once_and_frees_the_row(caplog: pytest.LogCa
     proc.update_state(_update(1, added=[(0, _params(64, tool_choice="read_file", reasoning="disabled"), [1], out)]))
     out.extend(load_qwen3_tokenizer().encode("hello there", add_special_tokens=False))  # a named call must open
     logits = torch.zeros(1, 151_936)
-    with caplog.at_level("ERROR", logger="toolgrammar.vllm"):
+    with caplog.at_level("ERROR", logger="toolgrammar.integrations.vllm"):
         proc.apply(logits)
         out.append(11)
         proc.apply(logits)
@@ -421,7 +421,7 @@ def test_a_rejected_token_is_counted_once_and_frees_the_row(caplog: pytest.LogCa
 
 def test_a_budget_below_the_first_call_is_reported(caplog: pytest.LogCaptureFixture) -> None:
     proc = _processor()
-    with caplog.at_level("WARNING", logger="toolgrammar.vllm"):
+    with caplog.at_level("WARNING", logger="toolgrammar.integrations.vllm"):
         proc.update_state(_update(2, added=[(0, _params(4, tool_choice="write_file"), [1], [])]))
         proc.update_state(_update(2, added=[(1, _params(4, tool_choice="auto"), [1], [])]))
     assert caplog.text.count("max_tokens=4 is below") == 1
@@ -450,7 +450,7 @@ def test_a_stop_after_the_last_brace_closes_the_block_as_in_transformers(rows: i
     import torch
     from vllm import SamplingParams
 
-    from toolgrammar.hf import ToolCallLogitsProcessor
+    from toolgrammar.integrations.hf import ToolCallLogitsProcessor
     from toolgrammar.vocab import load_qwen3_tokenizer
 
     tokenizer = load_qwen3_tokenizer()
@@ -507,7 +507,7 @@ def test_a_stop_after_the_last_brace_closes_the_block_as_in_transformers(rows: i
 def test_processor_options_must_be_booleans_and_share_the_compiled_grammar(key: str, value: bool) -> None:
     from vllm import SamplingParams
 
-    from toolgrammar.vllm import VllmToolCallLogitsProcessor, _compile_spec, extra_args
+    from toolgrammar.integrations.vllm import VllmToolCallLogitsProcessor, _compile_spec, extra_args
 
     with pytest.raises(ValueError, match=f"{key}'\\] must be true or false, got 'yes'"):
         VllmToolCallLogitsProcessor.validate_params(
@@ -524,7 +524,7 @@ def test_processor_options_must_be_booleans_and_share_the_compiled_grammar(key: 
 def test_lenient_in_a_spec_loads_a_dirty_schema_and_must_be_a_boolean() -> None:
     from vllm import SamplingParams
 
-    from toolgrammar.vllm import VllmToolCallLogitsProcessor, _compile_spec, extra_args
+    from toolgrammar.integrations.vllm import VllmToolCallLogitsProcessor, _compile_spec, extra_args
 
     dirty = [{"type": "function", "function": {"name": "area", "parameters": {
         "type": "object", "properties": {"r": {"type": "number", "format": "float"}}, "required": ["r"]}}}]  # fmt: skip
@@ -554,8 +554,8 @@ def test_steering_in_route_2_gives_the_transformers_processor_logits(batched: bo
     import torch
     from vllm import SamplingParams
 
-    from toolgrammar.hf import ToolCallLogitsProcessor
-    from toolgrammar.steering import call_openers
+    from toolgrammar.integrations.hf import ToolCallLogitsProcessor
+    from toolgrammar.runtime.steering import call_openers
     from toolgrammar.vocab import load_qwen3_tokenizer, qwen3_vocabulary
 
     rows = 2 if batched else 1
@@ -622,7 +622,7 @@ def test_steering_a_format_whose_opener_is_not_one_token_masks_and_logs(caplog: 
 
     proc = _processor()
     params = _params(64, format="mistral", tool_choice="auto", steer_to_blocks=True)
-    with caplog.at_level("ERROR", logger="toolgrammar.vllm"):
+    with caplog.at_level("ERROR", logger="toolgrammar.integrations.vllm"):
         proc.update_state(_update(1, added=[(0, params, [1], [])]))
     assert "masked but not steered" in caplog.text and "[TOOL_CALLS]" in caplog.text
     row = proc.rows[0]
@@ -711,7 +711,7 @@ def build_requests(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def judge(text: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
     """The strict parser's verdict on one output."""
-    from toolgrammar.parser import parse_turn
+    from toolgrammar.turn.parser import parse_turn
 
     turn = parse_turn(text, tools)
     return {
@@ -726,7 +726,8 @@ def judge(text: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
 def _driver(out: Path, model_dir: Path) -> None:
     from vllm import LLM, SamplingParams
 
-    from toolgrammar.vllm import VllmToolCallLogitsProcessor, extra_args, structured_outputs, write_tiny_random_qwen3
+    from toolgrammar.integrations.vllm import VllmToolCallLogitsProcessor, extra_args, structured_outputs
+    from toolgrammar.testing.vllm_server import write_tiny_random_qwen3
     from toolgrammar.vocab import load_qwen3_tokenizer
 
     tools = _tools()
@@ -799,7 +800,7 @@ def _driver(out: Path, model_dir: Path) -> None:
 
 def _worker_stats(worker: Any) -> list[dict[str, Any]]:
     """Run by ``LLM.collective_rpc`` in each worker process: the processors living there."""
-    from toolgrammar.vllm import processor_stats
+    from toolgrammar.integrations.vllm import processor_stats
 
     return processor_stats()
 
@@ -824,8 +825,8 @@ def test_the_entry_point_registers_the_tool_parsers_lazily() -> None:
 
     (plugin,) = [e for e in entry_points(group="vllm.general_plugins") if e.value.startswith("toolgrammar.")]
     plugin.load()()
-    from toolgrammar.vllm_plugin import TOOL_PARSERS
-    from toolgrammar.vllm_tool_parser import ToolgrammarToolParser
+    from toolgrammar.integrations.vllm_plugin import TOOL_PARSERS
+    from toolgrammar.integrations.vllm_tool_parser import ToolgrammarToolParser
 
     for name in TOOL_PARSERS:
         cls = ToolParserManager.get_tool_parser(name)

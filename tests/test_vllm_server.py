@@ -42,12 +42,12 @@ def server_command(model: Path, port: int, parser: str, *, plugin_flag: bool) ->
     The parsers are registered by toolgrammar's ``vllm.general_plugins`` entry point; ``plugin_flag``
     adds the explicit ``--tool-parser-plugin`` (the README's fallback) instead of relying on it.
     """
-    plugin = ["--tool-parser-plugin", "toolgrammar.vllm_tool_parser"] if plugin_flag else []
+    plugin = ["--tool-parser-plugin", "toolgrammar.integrations.vllm_tool_parser"] if plugin_flag else []
     return [
         sys.executable, "-m", "vllm.entrypoints.openai.api_server",
         "--model", str(model), "--port", str(port),
         "--enable-auto-tool-choice", *plugin, "--tool-call-parser", parser,
-        "--logits-processors", "toolgrammar.vllm:VllmToolCallLogitsProcessor",
+        "--logits-processors", "toolgrammar.integrations.vllm:VllmToolCallLogitsProcessor",
         "--max-model-len", "8192", "--dtype", "bfloat16", "--enforce-eager", "--seed", "0",
     ]  # fmt: skip
 
@@ -58,7 +58,7 @@ SERVERS = {"toolgrammar_hermes": False, "toolgrammar_qwen_xml": True}
 
 @pytest.fixture(scope="module", params=list(SERVERS))
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    from toolgrammar.vllm import ServerError, start_openai_server, stop_server, write_tiny_random_qwen3
+    from toolgrammar.testing.vllm_server import ServerError, start_openai_server, stop_server, write_tiny_random_qwen3
 
     parser = request.param
     model = write_tiny_random_qwen3(tmp_path_factory.mktemp("model"))
@@ -90,7 +90,7 @@ def _alive(server: dict[str, Any]) -> None:
 def check_calls(calls: list[tuple[str, str]], tools: list[dict[str, Any]]) -> None:
     """Each (name, arguments JSON) is a valid call: the strict parser on its block, and jsonschema."""
     from toolgrammar.formats import get_format
-    from toolgrammar.parser import parse_turn
+    from toolgrammar.turn.parser import parse_turn
 
     schemas = {t["function"]["name"]: t["function"].get("parameters") or {"type": "object"} for t in tools}
     hermes = get_format("hermes")
@@ -175,7 +175,7 @@ def test_steering_per_request_turns_a_fenced_start_into_a_call(server: dict[str,
     """``logit_bias`` makes a code fence the model's first choice (as the real 0.5B model's fenced calls are).
     Steered through ``vllm_xargs``, the fence's mass opens a block: valid calls come back as ``tool_calls``;
     the same request unsteered writes the fence and makes no call."""
-    from toolgrammar.serving import STEER_XARG
+    from toolgrammar.integrations.serving import STEER_XARG
 
     def ask(steer: Any) -> dict[str, Any]:
         kwargs = {"tool_choice": "auto", "max_tokens": 64, "seed": 7, "logit_bias": {str(FENCE): 100},
@@ -200,7 +200,7 @@ def test_lenient_schemas_per_request(server: dict[str, Any]) -> None:
     with ``vllm_xargs`` ``toolgrammar_lenient_schemas``, and its calls valid against the schema as loaded."""
     import httpx
 
-    from toolgrammar.serving import LENIENT_XARG
+    from toolgrammar.integrations.serving import LENIENT_XARG
 
     tools = [{"type": "function", "function": {"name": "area", "parameters": {
         "type": "object", "properties": {"r": {"type": "number", "format": "float"}}, "required": ["r"]}}}]  # fmt: skip

@@ -12,7 +12,7 @@ Public API (everything else is internal)::
   :func:`generate_turn` does a whole turn with it (chat template, generate, decode, parse), the
   token budget given once.
 - :func:`run_compare` runs free and constrained sampling side by side (the ``compare`` command).
-- ``toolgrammar.vllm`` plugs the same grammar into vLLM.
+- ``toolgrammar.integrations.vllm`` plugs the same grammar into vLLM.
 
 Import boundaries: ``tools``, ``turn``, ``formats``, ``automaton``, ``json_grammar``, ``grammar`` and
 ``parser`` import no torch, transformers or vLLM (a test enforces it); ``engine`` needs numpy only;
@@ -27,27 +27,27 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _LAZY = {
-    "load_tools": "toolgrammar.tools",
-    "Tool": "toolgrammar.tools",
-    "ToolSet": "toolgrammar.tools",
-    "compile_turn": "toolgrammar.grammar",
-    "GrammarOptions": "toolgrammar.grammar",
-    "TurnGrammar": "toolgrammar.grammar",
-    "parse_turn": "toolgrammar.parser",
-    "TurnStreamParser": "toolgrammar.parser",
-    "TurnParse": "toolgrammar.turn",
-    "ToolCall": "toolgrammar.turn",
-    "CallError": "toolgrammar.turn",
-    "ERROR_KINDS": "toolgrammar.turn",
-    "ToolCallLogitsProcessor": "toolgrammar.hf",
-    "TokenBudgetWarning": "toolgrammar.hf",
-    "generate_turn": "toolgrammar.hf_generate",
-    "generate_turns": "toolgrammar.hf_generate",
-    "GeneratedTurn": "toolgrammar.hf_generate",
-    "find_other_shape_calls": "toolgrammar.other_shapes",
-    "OtherShapeCall": "toolgrammar.other_shapes",
-    "run_compare": "toolgrammar.compare",
-    "CompareConfig": "toolgrammar.compare",
+    "load_tools": "toolgrammar.schema.tools",
+    "Tool": "toolgrammar.schema.tools",
+    "ToolSet": "toolgrammar.schema.tools",
+    "compile_turn": "toolgrammar.turn.grammar",
+    "GrammarOptions": "toolgrammar.turn.grammar",
+    "TurnGrammar": "toolgrammar.turn.grammar",
+    "parse_turn": "toolgrammar.turn.parser",
+    "TurnStreamParser": "toolgrammar.turn.parser",
+    "TurnParse": "toolgrammar.formats.calls",
+    "ToolCall": "toolgrammar.formats.calls",
+    "CallError": "toolgrammar.formats.calls",
+    "ERROR_KINDS": "toolgrammar.formats.calls",
+    "ToolCallLogitsProcessor": "toolgrammar.integrations.hf",
+    "TokenBudgetWarning": "toolgrammar.integrations.hf",
+    "generate_turn": "toolgrammar.integrations.hf_generate",
+    "generate_turns": "toolgrammar.integrations.hf_generate",
+    "GeneratedTurn": "toolgrammar.integrations.hf_generate",
+    "find_other_shape_calls": "toolgrammar.evaluate.other_shapes",
+    "OtherShapeCall": "toolgrammar.evaluate.other_shapes",
+    "run_compare": "toolgrammar.evaluate.compare",
+    "CompareConfig": "toolgrammar.evaluate.compare",
     "Vocabulary": "toolgrammar.vocab",
     "ToolgrammarError": "toolgrammar.errors",
     "ToolSchemaError": "toolgrammar.errors",
@@ -102,13 +102,13 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover
-    from toolgrammar.compare import CompareConfig, run_compare
     from toolgrammar.errors import GrammarError, ProcessorError, TokenizerError, ToolgrammarError, ToolSchemaError
-    from toolgrammar.grammar import GrammarOptions, TurnGrammar, compile_turn
-    from toolgrammar.hf import TokenBudgetWarning, ToolCallLogitsProcessor
-    from toolgrammar.hf_generate import GeneratedTurn, generate_turn, generate_turns
-    from toolgrammar.other_shapes import OtherShapeCall, find_other_shape_calls
-    from toolgrammar.parser import TurnStreamParser, parse_turn
-    from toolgrammar.tools import Tool, ToolSet, load_tools
-    from toolgrammar.turn import ERROR_KINDS, CallError, ToolCall, TurnParse
+    from toolgrammar.evaluate.compare import CompareConfig, run_compare
+    from toolgrammar.evaluate.other_shapes import OtherShapeCall, find_other_shape_calls
+    from toolgrammar.formats.calls import ERROR_KINDS, CallError, ToolCall, TurnParse
+    from toolgrammar.integrations.hf import TokenBudgetWarning, ToolCallLogitsProcessor
+    from toolgrammar.integrations.hf_generate import GeneratedTurn, generate_turn, generate_turns
+    from toolgrammar.schema.tools import Tool, ToolSet, load_tools
+    from toolgrammar.turn.grammar import GrammarOptions, TurnGrammar, compile_turn
+    from toolgrammar.turn.parser import TurnStreamParser, parse_turn
     from toolgrammar.vocab import Vocabulary

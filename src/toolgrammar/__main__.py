@@ -2,6 +2,6 @@
 
 import sys
 
-from toolgrammar.cli import main
+from toolgrammar.cli.app import main
 
 sys.exit(main())

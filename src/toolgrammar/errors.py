@@ -3,7 +3,7 @@
 One base class, :class:`ToolgrammarError`, so callers can catch everything the package raises on
 bad input with one ``except``. Every message names what is wrong, where, and (when there is one)
 the fix. Grammar violations during generation are *not* exceptions: the engine masks them, and the
-strict parser reports them as :class:`toolgrammar.parser.CallError` values.
+strict parser reports them as :class:`toolgrammar.turn.parser.CallError` values.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class ToolSchemaError(ToolgrammarError, ValueError):
 class SchemaTooLargeError(ToolSchemaError):
     """A part of a tool's schema whose automaton would be too large to build in reasonable time and memory.
 
-    Raised before any automaton is built, from :func:`toolgrammar.automaton.estimate_size`; ``pointer``
+    Raised before any automaton is built, from :func:`toolgrammar.automata.automaton.estimate_size`; ``pointer``
     names the smallest part over the limit and the message says what would make it fit.
 
     Attributes (besides :class:`ToolSchemaError`'s)
@@ -51,7 +51,7 @@ class SchemaTooLargeError(ToolSchemaError):
     estimate : int
         The part's estimated size.
     limit : int
-        :data:`toolgrammar.automaton.MAX_ESTIMATED_SIZE`.
+        :data:`toolgrammar.automata.automaton.MAX_ESTIMATED_SIZE`.
     """
 
     def __init__(self, message: str, *, tool: str | None, pointer: str, keyword: str | None, estimate: int, limit: int):

@@ -2,7 +2,7 @@
 
 ``toolgrammar._native`` (``src/toolgrammar/_native.c``, built by ``pip install`` where a C compiler is
 found) walks the token trie depth-first and skips every subtree the automaton rejects, and walks the
-budget bound's token edges; :mod:`toolgrammar.engine` uses it when it is there and walks with numpy
+budget bound's token edges; :mod:`toolgrammar.runtime.engine` uses it when it is there and walks with numpy
 when it is not. The compiler uses it for subset construction, the joins of composed parts, pruning
 and minimization. Both give the same masks and the same automata, states numbered alike
 (``tests/test_native.py`` checks it state by state), so the core changes how fast a compile or a first

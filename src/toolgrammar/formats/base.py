@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 if TYPE_CHECKING:
-    from toolgrammar.automaton import Node
+    from toolgrammar.automata.automaton import Node
+    from toolgrammar.formats.calls import ToolCall, TurnParse
     from toolgrammar.formats.reader import BlockReader, TurnStreamState
-    from toolgrammar.grammar import GrammarOptions
-    from toolgrammar.tools import Tool, ToolSet
-    from toolgrammar.turn import ToolCall, TurnParse
+    from toolgrammar.schema.tools import Tool, ToolSet
+    from toolgrammar.turn.grammar import GrammarOptions
     from toolgrammar.vocab import Vocabulary
 
 ParseMode = Literal["strict", "seed", "lenient"]
@@ -79,12 +79,12 @@ class ToolCallFormat(ABC):
     block_holds_calls: ClassVar[bool] = False
     """Whether a block is a *section* that holds every call of the turn (DeepSeek, Kimi): the block
     grammar repeats calls itself (under ``parallel_tool_calls``), the turn has at most one block, and
-    the block reader's ``check`` returns one :class:`~toolgrammar.turn.Block` per call."""
+    the block reader's ``check`` returns one :class:`~toolgrammar.formats.calls.Block` per call."""
     call_end: ClassVar[str] = ""
     """What the format writes after a call's last argument and before the block's close marker, beyond
     whitespace (qwen-xml's ``</function>\\n``). Where this, then ``block_close``, leads out of the block,
     the call is complete: only there is a stop the model wants moved onto the close
-    (:mod:`toolgrammar.closing`)."""
+    (:mod:`toolgrammar.runtime.closing`)."""
     parse_modes: ClassVar[tuple[str, ...]] = ("strict",)
     """The block-reading modes this format has (``strict`` first: every format has it)."""
     canitoolcall_families: ClassVar[dict[str, str]] = {}
@@ -113,7 +113,7 @@ class ToolCallFormat(ABC):
     def stream_state(
         self, tools: ToolSet, *, mode: ParseMode = "strict", reasoning_started: bool = False
     ) -> TurnStreamState[Any]:
-        """The incremental parser :class:`toolgrammar.parser.TurnStreamParser` drives."""
+        """The incremental parser :class:`toolgrammar.turn.parser.TurnStreamParser` drives."""
         from toolgrammar.formats.reader import TurnStreamState
 
         return TurnStreamState(tools, self.block_reader(mode), reasoning_started=reasoning_started)

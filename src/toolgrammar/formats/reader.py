@@ -2,10 +2,10 @@
 
 A format supplies only its :class:`BlockReader`: the :class:`Opener` strings where a block may
 start, a :class:`BlockCursor` that finds where a started block ends (fed the growing text), and
-``check``, which turns a cut-out block into a :class:`~toolgrammar.turn.Block` (a call or an error).
+``check``, which turns a cut-out block into a :class:`~toolgrammar.formats.calls.Block` (a call or an error).
 Everything else is read here, the same way for every format: :class:`TurnStreamState` is the
 reader, :func:`read_turn` feeds it a whole turn at once, and
-:class:`toolgrammar.parser.TurnStreamParser` feeds it chunks, so streaming and one-shot parses agree
+:class:`toolgrammar.turn.parser.TurnStreamParser` feeds it chunks, so streaming and one-shot parses agree
 by construction for every chunking.
 
 Reasoning
@@ -51,13 +51,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Literal, Protocol, TypeVar
 
+from toolgrammar.formats.calls import TurnParse
 from toolgrammar.formats.text import Trimmed, partial_suffix
-from toolgrammar.turn import TurnParse
 
 if TYPE_CHECKING:
     from toolgrammar.formats.base import Markers
-    from toolgrammar.tools import ToolSet
-    from toolgrammar.turn import Block, ToolCall
+    from toolgrammar.formats.calls import Block, ToolCall
+    from toolgrammar.schema.tools import ToolSet
 
 StreamPiece = tuple[Literal["content", "reasoning"], str] | tuple[Literal["tool_call"], "ToolCall"]
 """What :meth:`TurnStreamState.feed` emits: a piece of content or reasoning text, or one checked call."""
@@ -172,7 +172,7 @@ class BlockReader(Protocol[CutT]):
         """The block ``cut`` out of ``text`` with its verdict (a call, or the first failing check).
 
         A reader whose block is a *section* holding several calls (DeepSeek, Kimi) returns one
-        :class:`~toolgrammar.turn.Block` per call instead, in order (possibly none).
+        :class:`~toolgrammar.formats.calls.Block` per call instead, in order (possibly none).
         """
         ...
 
@@ -234,7 +234,7 @@ class TurnStreamState(Generic[CutT]):
     """The turn reader, fed chunk by chunk: emits content, reasoning and calls as soon as they are final.
 
     ``feed(chunk)`` returns the pieces that no later text can change; ``finish()`` ends the turn and
-    returns the :class:`~toolgrammar.turn.TurnParse` (what :func:`read_turn` returns for the whole
+    returns the :class:`~toolgrammar.formats.calls.TurnParse` (what :func:`read_turn` returns for the whole
     text). See the module docstring for what waits.
     """
 

@@ -40,11 +40,11 @@ from toolgrammar.formats.deepseek.shape import PACKAGE, Variant, section_openers
 from toolgrammar.formats.spec import markers_of
 
 if TYPE_CHECKING:
-    from toolgrammar.automaton import Node
+    from toolgrammar.automata.automaton import Node
+    from toolgrammar.formats.calls import ToolCall
     from toolgrammar.formats.deepseek.parser import DeepSeekBlocks
-    from toolgrammar.grammar import GrammarOptions
-    from toolgrammar.tools import Tool, ToolSet
-    from toolgrammar.turn import ToolCall
+    from toolgrammar.schema.tools import Tool, ToolSet
+    from toolgrammar.turn.grammar import GrammarOptions
     from toolgrammar.vocab import Vocabulary
 
 FORMAT_NAMES: dict[str, str] = {

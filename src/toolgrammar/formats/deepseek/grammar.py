@@ -2,7 +2,7 @@
 ``parallel_tool_calls``, exactly as :mod:`.render` writes them (canonical spelling only).
 
 - V3: ``function<｜tool▁sep｜>NAME\\n```json\\n`` + the arguments object
-  (:func:`~toolgrammar.json_grammar.arguments_node`, the template's separators) +
+  (:func:`~toolgrammar.values.json_grammar.arguments_node`, the template's separators) +
   ``\\n```<｜tool▁call▁end｜>``; calls joined by ``\\n``.
 - V3.1: ``NAME<｜tool▁sep｜>`` + the arguments object + ``<｜tool▁call▁end｜>``; calls back to back.
 - DSML (V3.2, V4, V4.1): ``<P invoke name="NAME">\\n``, the parameters in declared order (required ones
@@ -22,17 +22,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from toolgrammar.automaton import Members, Node, alt, avoiding, dispatch, lit, seq, star, utf8_char
+from toolgrammar.automata.automaton import Members, Node, alt, avoiding, dispatch, lit, seq, star, utf8_char
 from toolgrammar.errors import GrammarError, ToolSchemaError
 from toolgrammar.formats.deepseek.render import dumps
 from toolgrammar.formats.hermes.grammar import tail_key
-from toolgrammar.json_grammar import SchemaContext, arguments_node, check_size, schema_node
-from toolgrammar.schema_strings import StringSchemaError, constrained_text, string_language
+from toolgrammar.schema.strings import StringSchemaError, constrained_text, string_language
+from toolgrammar.values.json_grammar import SchemaContext, arguments_node, check_size, schema_node
 
 if TYPE_CHECKING:
     from toolgrammar.formats.deepseek.shape import Variant
-    from toolgrammar.grammar import GrammarOptions
-    from toolgrammar.tools import Tool, ToolSet
+    from toolgrammar.schema.tools import Tool, ToolSet
+    from toolgrammar.turn.grammar import GrammarOptions
 
 
 def block_grammar(tools: ToolSet, options: GrammarOptions, v: Variant) -> Node:

@@ -19,8 +19,8 @@ Calls
     (``invalid-json`` otherwise). A parameter given twice is ``malformed-block``.
 
 Checks
-    Each call is its own :class:`~toolgrammar.turn.Block`: JSON errors (``raw-newline-in-string`` /
-    ``invalid-json``), markup errors (``malformed-block``), then :func:`toolgrammar.checks.check_call`.
+    Each call is its own :class:`~toolgrammar.formats.calls.Block`: JSON errors (``raw-newline-in-string`` /
+    ``invalid-json``), markup errors (``malformed-block``), then :func:`toolgrammar.formats.checks.check_call`.
     A call the turn's end cut is ``truncated``; the complete calls before it stand (CanIToolCall:
     "when two parallel calls are cut in the second one, the first, complete call is kept"). A
     section cut after a complete call (its closer missing) adds one ``truncated`` block.
@@ -37,16 +37,16 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from toolgrammar.checks import check_call
 from toolgrammar.formats.base import Markers
+from toolgrammar.formats.calls import Block, CallError
+from toolgrammar.formats.checks import check_call
 from toolgrammar.formats.deepseek.shape import Variant, variants
 from toolgrammar.formats.hermes.parser import JsonValueScanner
 from toolgrammar.formats.reader import Opener
 from toolgrammar.formats.text import partial_suffix
-from toolgrammar.turn import Block, CallError
 
 if TYPE_CHECKING:
-    from toolgrammar.tools import ToolSet
+    from toolgrammar.schema.tools import ToolSet
 
 MODES: tuple[str, ...] = ("strict",)
 

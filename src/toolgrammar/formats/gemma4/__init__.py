@@ -20,10 +20,10 @@ from toolgrammar.formats.base import Markers, ToolCallFormat
 from toolgrammar.formats.spec import format_spec, markers_of
 
 if TYPE_CHECKING:
-    from toolgrammar.automaton import Node
+    from toolgrammar.automata.automaton import Node
     from toolgrammar.formats.gemma4.parser import Gemma4Blocks
-    from toolgrammar.grammar import GrammarOptions
-    from toolgrammar.tools import Tool, ToolSet
+    from toolgrammar.schema.tools import Tool, ToolSet
+    from toolgrammar.turn.grammar import GrammarOptions
 
 _SPEC: dict[str, str] = format_spec(__name__)["block"]
 QUOTE = _SPEC["quote"]

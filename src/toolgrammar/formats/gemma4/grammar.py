@@ -9,7 +9,7 @@ required ones present, optional ones skippable, joined by ``,`` with no spaces; 
 
 - ``string``: ``<|"|>`` + raw text + ``<|"|>``: any characters but ``<|"|>`` (with ``pattern``, ``format``,
   ``minLength``/``maxLength``: the strings those allow, written as they are);
-- ``integer`` / ``number``: JSON number syntax (:mod:`toolgrammar.json_grammar`: bounds exact), which is
+- ``integer`` / ``number``: JSON number syntax (:mod:`toolgrammar.values.json_grammar`: bounds exact), which is
   also how Python's ``str()`` writes them (``1e-05``, ``1e+21``); ``boolean``: ``true``/``false``;
   ``null``: ``null``;
 - ``object``: nested members the same way; a map (``additionalProperties`` only) with bare keys too
@@ -26,18 +26,31 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from toolgrammar.automaton import Members, Node, alt, avoiding, dispatch, lit, opt, repeat, seq, shared, star, utf8_char
+from toolgrammar.automata.automaton import (
+    Members,
+    Node,
+    alt,
+    avoiding,
+    dispatch,
+    lit,
+    opt,
+    repeat,
+    seq,
+    shared,
+    star,
+    utf8_char,
+)
+from toolgrammar.automata.lazy import schema_tail_key
 from toolgrammar.errors import GrammarError, ToolSchemaError
 from toolgrammar.formats.gemma4 import QUOTE, dictsort, render_value
 from toolgrammar.formats.gemma4.parser import CALL_PREFIX, ITEM_SEP, KEY_SEP
-from toolgrammar.json_grammar import SchemaContext, check_size, finite_number, integer_value, number_value
-from toolgrammar.lazy import schema_tail_key
-from toolgrammar.schema_strings import StringSchemaError, constrained_text, string_language
+from toolgrammar.schema.strings import StringSchemaError, constrained_text, string_language
+from toolgrammar.values.json_grammar import SchemaContext, check_size, finite_number, integer_value, number_value
 
 if TYPE_CHECKING:
     from toolgrammar.formats.base import Markers
-    from toolgrammar.grammar import GrammarOptions
-    from toolgrammar.tools import Tool, ToolSet
+    from toolgrammar.schema.tools import Tool, ToolSet
+    from toolgrammar.turn.grammar import GrammarOptions
 
 ANY_DEPTH = 2
 
@@ -57,7 +70,7 @@ def block_grammar(tools: ToolSet, options: GrammarOptions, markers: Markers) -> 
 
 
 def tail_key(options: GrammarOptions, tool: Tool) -> str:
-    return schema_tail_key(["gemma4", options.escape_markers], tool)
+    return schema_tail_key(["gemma4", options.escape_markers], tool.schema_json)
 
 
 def members(schema: dict[str, Any], ctx: SchemaContext, pointer: str) -> Node:

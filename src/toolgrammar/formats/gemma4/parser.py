@@ -26,7 +26,7 @@ Values (:func:`parse_value`)
     ``true``/``false``/``null`` is a boolean or null; a bare number is an ``int`` (no fraction or
     exponent) or a finite ``float``. Any other bare text is kept as a string, and the schema check
     judges it (``schema-violation`` when the parameter is not a string). Then
-    :func:`toolgrammar.checks.check_call` runs (``unknown-tool``, ``missing-argument``...).
+    :func:`toolgrammar.formats.checks.check_call` runs (``unknown-tool``, ``missing-argument``...).
 
 Streaming
     The search for the closer resumes where it stopped and tracks whether it is inside a string, so
@@ -39,15 +39,15 @@ import math
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from toolgrammar.checks import check_call
+from toolgrammar.formats.calls import Block, CallError, ToolCall
+from toolgrammar.formats.checks import check_call
 from toolgrammar.formats.reader import Opener, Span
 from toolgrammar.formats.reader import check_mode as check_reader_mode
 from toolgrammar.formats.spec import format_spec
-from toolgrammar.turn import Block, CallError, ToolCall
 
 if TYPE_CHECKING:
     from toolgrammar.formats.base import Markers
-    from toolgrammar.tools import ToolSet
+    from toolgrammar.schema.tools import ToolSet
 
 MODES: tuple[str, ...] = ("strict",)
 

@@ -32,9 +32,9 @@ from toolgrammar.formats.qwen_xml import render_value
 from toolgrammar.formats.spec import format_spec, markers_of
 
 if TYPE_CHECKING:
-    from toolgrammar.automaton import Node
-    from toolgrammar.grammar import GrammarOptions
-    from toolgrammar.tools import Tool, ToolSet
+    from toolgrammar.automata.automaton import Node
+    from toolgrammar.schema.tools import Tool, ToolSet
+    from toolgrammar.turn.grammar import GrammarOptions
     from toolgrammar.vocab import Vocabulary
 
 _SPEC = format_spec(__name__)

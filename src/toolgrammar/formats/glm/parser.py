@@ -53,7 +53,7 @@ Modes
 
 Checks, each block on its own, in order
     ``truncated``, ``malformed-block``, (strict) ``missing-close-parameter``, then the values are
-    converted and :func:`toolgrammar.checks.check_call` runs (``unknown-tool``,
+    converted and :func:`toolgrammar.formats.checks.check_call` runs (``unknown-tool``,
     ``missing-argument``, ``unknown-argument``, ``wrong-type`` / ``schema-violation``).
 
 Streaming
@@ -70,17 +70,17 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from toolgrammar.checks import check_call
+from toolgrammar.formats.calls import Block, CallError, ToolCall
+from toolgrammar.formats.checks import check_call
 from toolgrammar.formats.qwen_xml.parser import convert_value
 from toolgrammar.formats.reader import Opener
 from toolgrammar.formats.reader import check_mode as check_reader_mode
-from toolgrammar.turn import Block, CallError, ToolCall
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from toolgrammar.formats.base import Markers
-    from toolgrammar.tools import ToolSet
+    from toolgrammar.schema.tools import ToolSet
 
 MODES: tuple[str, ...] = ("strict", "lenient")
 

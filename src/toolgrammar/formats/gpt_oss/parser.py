@@ -41,7 +41,7 @@ Blocks (messages with a recipient)
 
 Checks
     ``truncated``, then strict ``json.loads`` (``raw-newline-in-string`` / ``invalid-json``), then
-    :func:`toolgrammar.checks.check_call` on ``{"name": NAME, "arguments": ARGS}``.
+    :func:`toolgrammar.formats.checks.check_call` on ``{"name": NAME, "arguments": ARGS}``.
 
 Streaming
     A header is re-read from its start as the text grows (it is at most :data:`MAX_HEADER`
@@ -56,16 +56,16 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from toolgrammar.checks import check_call
+from toolgrammar.formats.calls import Block, CallError, ToolCall
+from toolgrammar.formats.checks import check_call
 from toolgrammar.formats.hermes.parser import JsonValueScanner
 from toolgrammar.formats.reader import NOT_A_BLOCK, NotABlock, Opener
 from toolgrammar.formats.reader import check_mode as check_reader_mode
 from toolgrammar.formats.spec import format_spec
-from toolgrammar.turn import Block, CallError, ToolCall
 
 if TYPE_CHECKING:
     from toolgrammar.formats.base import Markers
-    from toolgrammar.tools import ToolSet
+    from toolgrammar.schema.tools import ToolSet
 
 MODES: tuple[str, ...] = ("strict",)
 

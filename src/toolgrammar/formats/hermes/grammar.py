@@ -8,14 +8,14 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from toolgrammar.automaton import Node, dispatch, lit, seq
-from toolgrammar.json_grammar import SchemaContext, arguments_node
-from toolgrammar.lazy import schema_tail_key
+from toolgrammar.automata.automaton import Node, dispatch, lit, seq
+from toolgrammar.automata.lazy import schema_tail_key
+from toolgrammar.values.json_grammar import SchemaContext, arguments_node
 
 if TYPE_CHECKING:
     from toolgrammar.formats.base import Markers
-    from toolgrammar.grammar import GrammarOptions
-    from toolgrammar.tools import Tool, ToolSet
+    from toolgrammar.schema.tools import Tool, ToolSet
+    from toolgrammar.turn.grammar import GrammarOptions
 
 
 def block_grammar(tools: ToolSet, options: GrammarOptions, block: dict[str, str], markers: Markers) -> Node:
@@ -47,4 +47,4 @@ def block_grammar(tools: ToolSet, options: GrammarOptions, block: dict[str, str]
 
 def tail_key(fmt: str, options: GrammarOptions, tool: Tool) -> str:
     """What a tool's tail depends on: the format, the options that shape JSON values, the arguments schema."""
-    return schema_tail_key([fmt, options.whitespace, options.max_whitespace, options.escape_markers], tool)
+    return schema_tail_key([fmt, options.whitespace, options.max_whitespace, options.escape_markers], tool.schema_json)

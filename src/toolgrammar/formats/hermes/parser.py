@@ -32,7 +32,7 @@ Checks (both modes), each block on its own
     control characters; ``NaN``/``Infinity`` are rejected too, since they are not JSON): a literal
     line break inside a string -> ``raw-newline-in-string`` (``json`` stops at the first error, so
     the kind is the first error's), any other error -> ``invalid-json``; then
-    :func:`toolgrammar.checks.check_call`. One block's error never affects another block.
+    :func:`toolgrammar.formats.checks.check_call`. One block's error never affects another block.
 
 Streaming
     :class:`HermesBlocks` reads a block incrementally (in strict mode the JSON scan resumes where it
@@ -48,15 +48,15 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from toolgrammar.checks import check_call
 from toolgrammar.formats.base import Markers, ParseMode
+from toolgrammar.formats.calls import Block, CallError, TurnParse
+from toolgrammar.formats.checks import check_call
 from toolgrammar.formats.reader import Opener, Span, StreamPiece, TurnStreamState, read_turn
 from toolgrammar.formats.reader import check_mode as check_reader_mode
-from toolgrammar.turn import Block, CallError, TurnParse
 
 if TYPE_CHECKING:
-    from toolgrammar.tools import ToolSet
-    from toolgrammar.turn import ToolCall
+    from toolgrammar.formats.calls import ToolCall
+    from toolgrammar.schema.tools import ToolSet
 
 DEFAULT_MARKERS = Markers()
 

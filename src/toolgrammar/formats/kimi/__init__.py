@@ -33,11 +33,11 @@ from toolgrammar.formats.kimi.parser import PACKAGE, k2_markup, k3_markup
 from toolgrammar.formats.spec import format_spec, markers_of
 
 if TYPE_CHECKING:
-    from toolgrammar.automaton import Node
+    from toolgrammar.automata.automaton import Node
+    from toolgrammar.formats.calls import ToolCall
     from toolgrammar.formats.kimi.parser import KimiBlocks, KimiK3Blocks
-    from toolgrammar.grammar import GrammarOptions
-    from toolgrammar.tools import Tool, ToolSet
-    from toolgrammar.turn import ToolCall
+    from toolgrammar.schema.tools import Tool, ToolSet
+    from toolgrammar.turn.grammar import GrammarOptions
 
 _K2_NAME = re.compile(r"<\|tool_call_begin\|>\s*(?:functions\.)?([^\s:<>]+):")
 _K3_NAME = re.compile(r'<\|open\|>call tool="([^"<>\n]*)"')

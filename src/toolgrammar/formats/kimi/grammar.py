@@ -2,7 +2,7 @@
 
 ``kimi`` (K2): one section holding one call, or several under ``parallel_tool_calls``, each
 ``<|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>ARGS<|tool_call_end|>`` with ARGS the
-canonical JSON object of the tool's schema (:func:`~toolgrammar.json_grammar.arguments_node`).
+canonical JSON object of the tool's schema (:func:`~toolgrammar.values.json_grammar.arguments_node`).
 
 ``kimi-k3`` (:func:`k3_block_grammar`): the tools channel ``<|open|>tools<|sep|>`` ... ``<|close|>tools<|sep|>``
 holding one call (several under ``parallel_tool_calls``)
@@ -26,18 +26,18 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from toolgrammar.automaton import Members, Node, alt, chars, dispatch, lit, repeat, seq, star
+from toolgrammar.automata.automaton import Members, Node, alt, chars, dispatch, lit, repeat, seq, star
 from toolgrammar.errors import GrammarError
 from toolgrammar.formats.deepseek.parser import _WS
 from toolgrammar.formats.hermes.grammar import tail_key
 from toolgrammar.formats.kimi.parser import k2_markup, k3_markup
 from toolgrammar.formats.raw_values import raw_text, raw_value_node
-from toolgrammar.json_grammar import SchemaContext, arguments_node, check_size
+from toolgrammar.values.json_grammar import SchemaContext, arguments_node, check_size
 
 if TYPE_CHECKING:
     from toolgrammar.formats.base import Markers
-    from toolgrammar.grammar import GrammarOptions
-    from toolgrammar.tools import ToolSet
+    from toolgrammar.schema.tools import ToolSet
+    from toolgrammar.turn.grammar import GrammarOptions
 
 MAX_INDEX_DIGITS = 4
 """Digits of a call index the grammar allows (0..9999)."""

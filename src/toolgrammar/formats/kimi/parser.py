@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from toolgrammar.formats.base import Markers
+from toolgrammar.formats.calls import Block, CallError
 from toolgrammar.formats.deepseek.parser import (
     Item,
     SectionCut,
@@ -50,10 +51,9 @@ from toolgrammar.formats.deepseek.parser import (
 )
 from toolgrammar.formats.reader import Opener
 from toolgrammar.formats.spec import format_spec
-from toolgrammar.turn import Block, CallError
 
 if TYPE_CHECKING:
-    from toolgrammar.tools import ToolSet
+    from toolgrammar.schema.tools import ToolSet
 
 PACKAGE = "toolgrammar.formats.kimi"
 MODES: tuple[str, ...] = ("strict",)

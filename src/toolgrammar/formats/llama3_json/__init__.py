@@ -17,10 +17,10 @@ from toolgrammar.formats.base import Markers, ToolCallFormat
 from toolgrammar.formats.spec import format_spec, markers_of
 
 if TYPE_CHECKING:
-    from toolgrammar.automaton import Node
+    from toolgrammar.automata.automaton import Node
     from toolgrammar.formats.llama3_json.parser import Llama3JsonBlocks
-    from toolgrammar.grammar import GrammarOptions
-    from toolgrammar.tools import Tool, ToolSet
+    from toolgrammar.schema.tools import Tool, ToolSet
+    from toolgrammar.turn.grammar import GrammarOptions
     from toolgrammar.vocab import Vocabulary
 
 _NAME = re.compile(r'"name"\s*:\s*"([^"\\\n]*)"')

@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from toolgrammar.automaton import Node, alt, dispatch, lit, seq
+from toolgrammar.automata.automaton import Node, alt, dispatch, lit, seq
 from toolgrammar.formats.hermes.grammar import tail_key
-from toolgrammar.json_grammar import SchemaContext, arguments_node
+from toolgrammar.values.json_grammar import SchemaContext, arguments_node
 
 if TYPE_CHECKING:
     from toolgrammar.formats.base import Markers
-    from toolgrammar.grammar import GrammarOptions
-    from toolgrammar.tools import ToolSet
+    from toolgrammar.schema.tools import ToolSet
+    from toolgrammar.turn.grammar import GrammarOptions
 
 
 def call_grammar(tools: ToolSet, options: GrammarOptions, block: dict[str, Any]) -> Node:

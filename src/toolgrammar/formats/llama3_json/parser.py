@@ -15,7 +15,7 @@ Checks (strict)
     ``json.loads`` of the value (``raw-newline-in-string`` / ``invalid-json``); then an object whose keys
     are ``name`` and exactly one of ``parameters`` (the template's) or ``arguments``, plus optionally
     ``"type": "function"`` (Meta's own example), else ``wrong-keys``; then
-    :func:`toolgrammar.checks.check_call`.
+    :func:`toolgrammar.formats.checks.check_call`.
 
 Whitespace
     ``strip_whitespace`` is false: content around calls is kept verbatim (``Let me check. <|python_tag|>``
@@ -29,17 +29,17 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from toolgrammar.checks import check_call
+from toolgrammar.formats.calls import Block, CallError
+from toolgrammar.formats.checks import check_call
 from toolgrammar.formats.hermes.parser import JsonValueScanner, _json_error_kind, _loads
 from toolgrammar.formats.reader import Opener, Span
 from toolgrammar.formats.reader import check_mode as check_reader_mode
 from toolgrammar.formats.spec import format_spec
-from toolgrammar.turn import Block, CallError
 
 if TYPE_CHECKING:
     from toolgrammar.formats.base import Markers
-    from toolgrammar.tools import ToolSet
-    from toolgrammar.turn import ToolCall
+    from toolgrammar.formats.calls import ToolCall
+    from toolgrammar.schema.tools import ToolSet
 
 MODES: tuple[str, ...] = ("strict",)
 BLOCK: dict[str, Any] = format_spec("toolgrammar.formats.llama3_json")["block"]

@@ -25,10 +25,10 @@ from toolgrammar.formats.base import Markers, ToolCallFormat
 from toolgrammar.formats.spec import format_spec, markers_of
 
 if TYPE_CHECKING:
-    from toolgrammar.automaton import Node
+    from toolgrammar.automata.automaton import Node
     from toolgrammar.formats.llama4_pythonic.parser import PythonicBlocks
-    from toolgrammar.grammar import GrammarOptions
-    from toolgrammar.tools import Tool, ToolSet
+    from toolgrammar.schema.tools import Tool, ToolSet
+    from toolgrammar.turn.grammar import GrammarOptions
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\(")

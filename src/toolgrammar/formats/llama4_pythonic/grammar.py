@@ -7,11 +7,11 @@
 
 One call, or several joined by ``", "`` under ``parallel_tool_calls`` (the block holds every call of the
 turn); the bare list (Meta's spelling) or the same list between ``<|python_start|>`` and ``<|python_end|>``.
-The tool name picks the arguments (:func:`~toolgrammar.automaton.dispatch`: each tool compiles when a walk
+The tool name picks the arguments (:func:`~toolgrammar.automata.automaton.dispatch`: each tool compiles when a walk
 first reaches it). The dispatch starts after the name's first character: content may hold ``[`` (not ``[``
 and a letter or ``_``), so right after ``[`` the turn may still be content, and only ``[`` plus a name
 character is surely a call. Names are grouped by that character, one dispatch per group; past
-:data:`~toolgrammar.automaton.MAX_DISPATCHES` groups, the smallest ones are compiled with the turn.
+:data:`~toolgrammar.automata.automaton.MAX_DISPATCHES` groups, the smallest ones are compiled with the turn.
 
 Keyword arguments in the schema's property order, required ones present, optional ones skippable,
 joined by ``", "``; ``VALUE`` is a Python literal typed by its schema, as ``repr`` writes it
@@ -24,7 +24,7 @@ joined by ``", "``; ``VALUE`` is a Python literal typed by its schema, as ``repr
   (single quotes unless the text has a ``'`` and no ``"``) and the same text in the other quotes. With
   ``pattern``, ``format``, ``minLength``/``maxLength``: each allowed character as itself, or escaped as
   ``repr`` escapes it when it is one of those excluded above;
-- ``integer`` / ``number``: JSON number syntax (:mod:`toolgrammar.json_grammar`, bounds exact), which
+- ``integer`` / ``number``: JSON number syntax (:mod:`toolgrammar.values.json_grammar`, bounds exact), which
   Python reads as the same value (``7``, ``-2.5``, ``1e-05``, ``1e+21``: ``repr``'s spelling too);
 - ``boolean``: ``True`` / ``False``; ``null``: ``None``;
 - ``object``: ``{'KEY': VALUE, ...}``, declared properties in schema order; a map (``additionalProperties``
@@ -46,7 +46,7 @@ import json
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from toolgrammar.automaton import (
+from toolgrammar.automata.automaton import (
     MAX_DISPATCHES,
     Members,
     Node,
@@ -64,8 +64,7 @@ from toolgrammar.automaton import (
 from toolgrammar.errors import GrammarError, ToolSchemaError
 from toolgrammar.formats.hermes.grammar import tail_key as json_tail_key
 from toolgrammar.formats.llama4_pythonic.parser import _json_problem, render_value
-from toolgrammar.json_grammar import SchemaContext, Whitespace, check_size, finite_number, integer_value, number_value
-from toolgrammar.schema_strings import (
+from toolgrammar.schema.strings import (
     ANY,
     Cat,
     Chars,
@@ -83,14 +82,22 @@ from toolgrammar.schema_strings import (
     string_language,
     union,
 )
+from toolgrammar.values.json_grammar import (
+    SchemaContext,
+    Whitespace,
+    check_size,
+    finite_number,
+    integer_value,
+    number_value,
+)
 
 if TYPE_CHECKING:
     from toolgrammar.formats.base import Markers
-    from toolgrammar.grammar import GrammarOptions
-    from toolgrammar.tools import Tool, ToolSet
+    from toolgrammar.schema.tools import Tool, ToolSet
+    from toolgrammar.turn.grammar import GrammarOptions
 
 ANY_DEPTH = 3
-"""Nesting allowed inside a value whose schema is ``{}`` (as :data:`toolgrammar.json_grammar.ANY_VALUE_DEPTH`)."""
+"""Nesting allowed inside a value whose schema is ``{}`` (as :data:`toolgrammar.values.json_grammar.ANY_VALUE_DEPTH`)."""
 
 QUOTES = ("'", '"')
 ESCAPED: CharSet = charset((0, 0x1F), (0x7F, 0x9F), (0x2028, 0x2029), (0x5C, 0x5C))

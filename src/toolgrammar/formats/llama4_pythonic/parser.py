@@ -13,7 +13,7 @@ Checks (strict)
     JSON: strings, integers, finite floats, ``True`` / ``False`` / ``None``, lists and dicts with string
     keys; else ``malformed-block`` (the whole list: no call of a broken list is returned). After
     ``<|python_start|>``, a missing list or a missing ``<|python_end|>`` is ``malformed-block`` too.
-    Then each call on its own: :func:`toolgrammar.checks.check_call` (one block per call).
+    Then each call on its own: :func:`toolgrammar.formats.checks.check_call` (one block per call).
 
 Whitespace
     Content is kept verbatim (``strip_whitespace`` is false), as for Llama 3.
@@ -27,15 +27,15 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from toolgrammar.checks import check_call
+from toolgrammar.formats.calls import Block, CallError
+from toolgrammar.formats.checks import check_call
 from toolgrammar.formats.reader import NOT_A_BLOCK, NotABlock, Opener
 from toolgrammar.formats.reader import check_mode as check_reader_mode
 from toolgrammar.formats.spec import format_spec
-from toolgrammar.turn import Block, CallError
 
 if TYPE_CHECKING:
     from toolgrammar.formats.base import Markers
-    from toolgrammar.tools import ToolSet
+    from toolgrammar.schema.tools import ToolSet
 
 MODES: tuple[str, ...] = ("strict",)
 BLOCK: dict[str, Any] = format_spec("toolgrammar.formats.llama4_pythonic")["block"]

@@ -20,10 +20,10 @@ from toolgrammar.formats.mistral.vocab import sentencepiece_v3_vocabulary, tekke
 from toolgrammar.formats.spec import format_spec, markers_of
 
 if TYPE_CHECKING:
-    from toolgrammar.automaton import Node
+    from toolgrammar.automata.automaton import Node
     from toolgrammar.formats.mistral.parser import MistralBlocks
-    from toolgrammar.grammar import GrammarOptions
-    from toolgrammar.tools import Tool, ToolSet
+    from toolgrammar.schema.tools import Tool, ToolSet
+    from toolgrammar.turn.grammar import GrammarOptions
     from toolgrammar.vocab import Vocabulary
 
 _NAME = re.compile(r"\[TOOL_CALLS\]\s*([^\[\]\s{]+)")

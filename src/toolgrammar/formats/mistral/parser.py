@@ -16,7 +16,7 @@ Blocks, ``array`` shape (``mistral-v3``)
 
 Checks (strict)
     ``json.loads`` (``raw-newline-in-string`` / ``invalid-json``), then
-    :func:`toolgrammar.checks.check_call`. A name that is empty or holds markup is ``malformed-block``.
+    :func:`toolgrammar.formats.checks.check_call`. A name that is empty or holds markup is ``malformed-block``.
 
 Reasoning and whitespace
     The shared turn reader: ``[THINK]``...``[/THINK]`` (or the format's own markers); a ``[TOOL_CALLS]`` inside
@@ -31,16 +31,16 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from toolgrammar.checks import check_call
+from toolgrammar.formats.calls import Block, CallError
+from toolgrammar.formats.checks import check_call
 from toolgrammar.formats.hermes.parser import JsonValueScanner, _json_error_kind, _loads
 from toolgrammar.formats.reader import Opener
 from toolgrammar.formats.reader import check_mode as check_reader_mode
-from toolgrammar.turn import Block, CallError
 
 if TYPE_CHECKING:
     from toolgrammar.formats.base import Markers
-    from toolgrammar.tools import ToolSet
-    from toolgrammar.turn import ToolCall
+    from toolgrammar.formats.calls import ToolCall
+    from toolgrammar.schema.tools import ToolSet
 
 MODES: tuple[str, ...] = ("strict",)
 _CALL_ID = re.compile(r"[A-Za-z0-9]+")

@@ -21,10 +21,10 @@ from toolgrammar.formats.base import Markers, ToolCallFormat
 from toolgrammar.formats.spec import markers_of
 
 if TYPE_CHECKING:
-    from toolgrammar.automaton import Node
+    from toolgrammar.automata.automaton import Node
     from toolgrammar.formats.qwen_xml.parser import QwenXmlBlocks
-    from toolgrammar.grammar import GrammarOptions
-    from toolgrammar.tools import Tool, ToolSet
+    from toolgrammar.schema.tools import Tool, ToolSet
+    from toolgrammar.turn.grammar import GrammarOptions
 
 _FORBIDDEN_IN_NAMES = ("<", ">", "\n", "\r")
 _FUNCTION_NAME = re.compile(r"<function=([^>\n]*)>")

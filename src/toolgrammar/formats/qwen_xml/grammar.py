@@ -17,10 +17,10 @@ schema-valid value:
   inline ``</parameter>`` all survive.
 - ``integer``: a JSON integer (any length: the parser keeps it exact). ``number``: a JSON integer,
   or a JSON number with a fraction or exponent whose magnitude stays finite (:func:`finite_number`:
-  exponents up to +299). With bounds, the numbers :mod:`toolgrammar.schema_numbers` allows.
+  exponents up to +299). With bounds, the numbers :mod:`toolgrammar.schema.numbers` allows.
 - ``boolean``: ``true``/``false``, and the ``True``/``False`` the Qwen3-Coder-30B and Qwen3.5
   templates write. ``null``: ``null``, and the templates' ``None``.
-- ``object`` / ``array``: canonical JSON from :mod:`toolgrammar.json_grammar` (its strings also
+- ``object`` / ``array``: canonical JSON from :mod:`toolgrammar.values.json_grammar` (its strings also
   avoid the forbidden strings; JSON text holds no raw newline, so the rest cannot occur).
 - ``enum`` / ``const``: each value as the template writes it (a string raw, the rest as JSON);
   ``anyOf`` and type lists: the union of the branches.
@@ -28,7 +28,7 @@ schema-valid value:
 ``escape_markers=True`` additionally keeps every tag of the format (:data:`MARKUP`) out of string
 values, for downstream parsers that split on them with regular expressions.
 
-The turn around the blocks is :mod:`toolgrammar.grammar`'s; this format's parser needs two more
+The turn around the blocks is :mod:`toolgrammar.turn.grammar`'s; this format's parser needs two more
 things from it, named here: reasoning ends at the first ``<tool_call>`` too
 (``QwenXmlFormat.think_avoid``), and a line of free text that starts with ``<function=`` is read as
 a block whose opener was forgotten (``QwenXmlFormat.free_text_avoid`` and
@@ -42,7 +42,7 @@ import re
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from toolgrammar.automaton import Members, Node, alt, avoiding, dispatch, group, lit, seq, star, utf8_char
+from toolgrammar.automata.automaton import Members, Node, alt, avoiding, dispatch, group, lit, seq, star, utf8_char
 from toolgrammar.errors import GrammarError, ToolSchemaError
 from toolgrammar.formats.hermes.grammar import tail_key
 from toolgrammar.formats.qwen_xml.parser import (
@@ -53,7 +53,8 @@ from toolgrammar.formats.qwen_xml.parser import (
     VALUE_FORBIDDEN,
     convert_value,
 )
-from toolgrammar.json_grammar import (
+from toolgrammar.schema.strings import StringSchemaError, constrained_text, string_language
+from toolgrammar.values.json_grammar import (
     MAX_FLOAT_INT_DIGITS,
     MAX_SHORT_INT_DIGITS,
     SchemaContext,
@@ -63,12 +64,11 @@ from toolgrammar.json_grammar import (
     number_value,
     schema_node,
 )
-from toolgrammar.schema_strings import StringSchemaError, constrained_text, string_language
 
 if TYPE_CHECKING:
     from toolgrammar.formats.base import Markers
-    from toolgrammar.grammar import GrammarOptions
-    from toolgrammar.tools import ToolSet
+    from toolgrammar.schema.tools import ToolSet
+    from toolgrammar.turn.grammar import GrammarOptions
 
 MARKUP: tuple[str, ...] = (
     "<tool_call>",
@@ -117,7 +117,7 @@ def text_value(avoid: tuple[str, ...]) -> Node:
     One node per ``avoid``, shared by every string parameter of every tool (its size estimate and guarded
     automaton are then computed once, not once per parameter).
 
-    Its regex (:func:`~toolgrammar.automaton.to_regex`) is a tempered token that tests every start
+    Its regex (:func:`~toolgrammar.automata.automaton.to_regex`) is a tempered token that tests every start
     position, the leading newline's included; the lookahead may see past the value, which changes
     nothing here because no forbidden string can straddle a value and the ``\\n</parameter>`` after it.
     """

@@ -63,7 +63,7 @@ Checks (both modes), each block on its own, in order
     ``truncated`` (unclosed), ``malformed-block`` (markup that is not ``<function=NAME>``, then
     parameters, then ``</function>``, then ``</tool_call>``; in strict mode also a parameter
     given twice), then in strict mode ``bare-function`` and ``missing-close-parameter``, then the values are converted
-    and :func:`toolgrammar.checks.check_call` runs (``unknown-tool``, ``missing-argument``,
+    and :func:`toolgrammar.formats.checks.check_call` runs (``unknown-tool``, ``missing-argument``,
     ``unknown-argument``, ``wrong-type`` / ``schema-violation``).
 
 Values (:func:`convert_value`), by the parameter's schema
@@ -98,16 +98,16 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from toolgrammar.checks import check_call
 from toolgrammar.formats.base import Markers
+from toolgrammar.formats.calls import Block, CallError, ToolCall, TurnParse
+from toolgrammar.formats.checks import check_call
 from toolgrammar.formats.reader import NOT_A_BLOCK, NotABlock, Opener, StreamPiece, TurnStreamState, read_turn
 from toolgrammar.formats.reader import check_mode as check_reader_mode
-from toolgrammar.turn import Block, CallError, ToolCall, TurnParse
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from toolgrammar.tools import ToolSet
+    from toolgrammar.schema.tools import ToolSet
 
 QwenXmlMode = Literal["strict", "lenient"]
 """How malformed-but-readable markup is judged (see the module docstring)."""
@@ -619,9 +619,9 @@ def _validator(schema: dict[str, Any]) -> Any:
         return entry[1]
     from jsonschema import Draft202012Validator  # lazy: only ambiguous readings need it
 
-    from toolgrammar.schema_formats import FORMAT_CHECKER
+    from toolgrammar.schema.string_formats import FORMAT_CHECKER
 
-    # The judge checks formats (toolgrammar.checks): a reading is chosen by the same rules.
+    # The judge checks formats (toolgrammar.formats.checks): a reading is chosen by the same rules.
     validator = Draft202012Validator(schema, format_checker=FORMAT_CHECKER)
     if len(_VALIDATORS) > 4096:
         _VALIDATORS.clear()
@@ -679,7 +679,7 @@ class QwenXmlStreamState(TurnStreamState[BlockScan]):
     """The shared turn reader with :class:`QwenXmlBlocks` (the incremental qwen-xml parse).
 
     ``feed(chunk)`` returns the pieces that no later text can change; ``finish()`` ends the turn and
-    returns the :class:`~toolgrammar.turn.TurnParse` (what :func:`parse_turn` returns for the whole
+    returns the :class:`~toolgrammar.formats.calls.TurnParse` (what :func:`parse_turn` returns for the whole
     text).
     """
 

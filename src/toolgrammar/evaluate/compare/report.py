@@ -1,0 +1,446 @@
+"""The report of a side-by-side run: per-mode counts, what the grammar hid, report.md and chart.png."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolgrammar.evaluate.compare.config import _CONFIG_VERSION, MODES, has_matplotlib
+from toolgrammar.evaluate.other_shapes import OTHER_SHAPE_KIND
+from toolgrammar.evaluate.relevance import describe_gate
+from toolgrammar.formats.calls import ERROR_KINDS
+
+
+@dataclass
+class Report:
+    """The outcome of :func:`run_compare`: a summary per mode and every run."""
+
+    config: dict[str, Any]
+    summary: dict[str, Any]
+    runs: list[dict[str, Any]]
+    out: Path
+    environment: dict[str, Any] = field(default_factory=dict)
+    batches: list[dict[str, Any]] = field(default_factory=list)
+    """One timing record per ``generate`` call (mode, turn, rows, tokens, seconds, processor seconds)."""
+
+    @property
+    def constrained_errors(self) -> int:
+        """Errors in the constrained run (blocks with errors plus rows that left the grammar). Must be 0."""
+        c = self.summary["modes"]["constrained"]
+        return c["errors"] + c["processor_errors"]
+
+    @property
+    def ok(self) -> bool:
+        return self.constrained_errors == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": _CONFIG_VERSION,
+            "config": self.config,
+            "environment": self.environment,
+            "summary": self.summary,
+            "batches": self.batches,
+            "runs": self.runs,
+        }
+
+
+INTENDED_ERROR_KINDS: tuple[str, ...] = (*ERROR_KINDS, OTHER_SHAPE_KIND)
+"""Every way an intended call fails to run: a block's error kinds, and a call written in another shape."""
+
+
+def summarize_side(
+    records: Sequence[Mapping[str, Any]], timings: Sequence[Mapping[str, Any]], tool_names: Iterable[str] = ()
+) -> dict[str, Any]:
+    """The counts of one side (the free or the constrained run records of :func:`summarize`; a policy in a bench).
+
+    ``tool_names``: the offered tools, to count how many other-shape calls name one of them (a 0.5B
+    model also writes ``{"name": "median", "arguments": ...}`` for functions of the repository).
+    """
+    known = set(tool_names)
+    kinds: Counter[str] = Counter()
+    inner: Counter[str] = Counter()
+    unclosed: Counter[str] = Counter()
+    for r in records:
+        kinds.update(r["error_kinds"])
+        inner.update(r.get("other_shape_inner_kinds", {}))
+        unclosed.update(r.get("unclosed_inner_kinds", {}))
+    others = [c for r in records for c in r["other_shape_calls"]]
+    shapes = Counter(c["shape"] for c in others)
+    intended_kinds = Counter(kinds)
+    intended_kinds[OTHER_SHAPE_KIND] = len(others)
+
+    def hits(key: str) -> tuple[int, int, float | None]:
+        values = [r[key] for r in records if r.get(key) is not None]
+        return len(values), sum(values), (sum(values) / len(values) if values else None)
+
+    tool_n, tool_hits, tool_rate = hits("expected_tool_hit")
+    arg_n, arg_hits, arg_rate = hits("expected_arguments_hit")
+    _, tool_any, tool_any_rate = hits("expected_tool_any_shape_hit")
+    _, arg_any, arg_any_rate = hits("expected_arguments_any_shape_hit")
+    seconds = sum(t["seconds"] for t in timings)
+    tokens = sum(t["tokens"] for t in timings)
+    gated = [r["steer_gate"] for r in records if r.get("steer_gate")]
+    blocks = sum(r["blocks"] for r in records)
+    valid = sum(r["valid_calls"] for r in records)
+    return {
+        "runs": len(records),
+        "turns": sum(r["n_turns"] for r in records),
+        "runs_with_call": sum(r["made_call"] for r in records),
+        "runs_without_call": sum(not r["made_call"] for r in records),
+        "runs_with_valid_call": sum(r["valid_calls"] > 0 for r in records),
+        "runs_with_intended_call": sum(r.get("intended_calls", 0) > 0 for r in records),
+        "runs_at_turn_limit": sum(r["stop"] == "turn-limit" for r in records),
+        "intended_calls": blocks + len(others),
+        "blocks": blocks,
+        "valid_calls": valid,
+        "valid_rate": valid / blocks if blocks else None,
+        "errors": sum(kinds.values()),
+        "error_kinds": {k: kinds[k] for k in ERROR_KINDS if kinds[k]},
+        "intended_errors": sum(intended_kinds.values()),
+        "intended_error_kinds": {k: intended_kinds[k] for k in INTENDED_ERROR_KINDS if intended_kinds[k]},
+        "processor_errors": sum(len(r["processor_errors"]) for r in records),
+        "stop_closes": sum(r.get("stop_closes", 0) for r in records),
+        "other_shape_calls": {"fenced": shapes["fenced"], "bare": shapes["bare"]},
+        "other_shape_inner_kinds": {k: inner[k] for k in ERROR_KINDS if inner[k]},
+        "other_shape_valid_inside": sum(c["error"] is None for c in others),
+        "unclosed_inner_kinds": {k: unclosed[k] for k in ERROR_KINDS if unclosed[k]},
+        "unclosed_valid_inside": unclosed["valid"],
+        "other_shape_calls_known_tool": sum(c["name"] in known for c in others),
+        "runs_with_other_shape_call": sum(bool(r["other_shape_calls"]) for r in records),
+        "expected_tool_tasks": tool_n,
+        "expected_tool_hits": tool_hits,
+        "expected_tool_rate": tool_rate,
+        "expected_tool_any_shape_hits": tool_any,
+        "expected_tool_any_shape_rate": tool_any_rate,
+        "expected_arguments_tasks": arg_n,
+        "expected_arguments_hits": arg_hits,
+        "expected_arguments_rate": arg_rate,
+        "expected_arguments_any_shape_hits": arg_any,
+        "expected_arguments_any_shape_rate": arg_any_rate,
+        "tokens": tokens,
+        "truncated_turns": sum(r["truncated_turns"] for r in records),
+        "generate_seconds": seconds,
+        "processor_seconds": sum(t.get("processor_seconds", 0.0) for t in timings),
+        "tokens_per_second": tokens / seconds if seconds > 0 else None,
+        "gate_runs": len(gated),
+        "gate_let_steer": sum(bool(g["relevant"]) for g in gated),
+        "gate_seconds": sum(t.get("gate_seconds", 0.0) for t in timings),
+    }
+
+
+def summarize(
+    runs: Sequence[Mapping[str, Any]], timings: Sequence[Mapping[str, Any]], tool_names: Iterable[str] = ()
+) -> dict[str, Any]:
+    """Per-mode counts (the report's tables) from run and timing records, and what the grammar hid.
+
+    ``hidden_by_grammar``: per kind of intended-call error (a block's kinds, and ``other-shape`` for a
+    call written outside the blocks), the free run's count less the constrained run's;
+    ``errors_hidden`` is their sum: the intended calls that failed free and not under the grammar.
+    """
+    names = list(tool_names)
+    modes = {
+        mode: summarize_side([r[mode] for r in runs], [t for t in timings if t["mode"] == mode], names)
+        for mode in MODES
+    }
+    free, constrained = modes["free"]["intended_error_kinds"], modes["constrained"]["intended_error_kinds"]
+    hidden = {
+        k: free.get(k, 0) - constrained.get(k, 0)
+        for k in INTENDED_ERROR_KINDS
+        if free.get(k, 0) or constrained.get(k, 0)
+    }
+    return {
+        "modes": modes,
+        "hidden_by_grammar": hidden,
+        "errors_hidden": modes["free"]["intended_errors"] - modes["constrained"]["intended_errors"],
+        "runs": len(runs),
+    }
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{part / whole:.1%}" if whole else "n/a"
+
+
+def _rate(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def _hits(mode: Mapping[str, Any], hits: str, rate: str) -> str:
+    return f"{mode[hits]} ({_rate(mode[rate])})"
+
+
+def summary_rows(summary: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """``(metric, free, constrained)`` rows shared by the terminal table and report.md."""
+    f, c = summary["modes"]["free"], summary["modes"]["constrained"]
+
+    def both(key: str, fmt: Callable[[Any], str] = str) -> tuple[str, str]:
+        return fmt(f[key]), fmt(c[key])
+
+    def tps(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.1f}"
+
+    def pair(hits: str, rate: str) -> tuple[str, str]:
+        return _hits(f, hits, rate), _hits(c, hits, rate)
+
+    rows = [
+        ("runs", *both("runs")),
+        ("runs with an intended call (a block or another shape)", *both("runs_with_intended_call")),
+        ("runs with a valid call", *both("runs_with_valid_call")),
+        ("intended calls (blocks + other shapes)", *both("intended_calls")),
+        ("  valid calls (valid blocks)", *both("valid_calls")),
+        ("  errors: calls that cannot run", *both("intended_errors")),
+    ]
+    kinds = [k for k in INTENDED_ERROR_KINDS if f["intended_error_kinds"].get(k) or c["intended_error_kinds"].get(k)]
+    for k in kinds:
+        label = "other-shape (fenced or bare JSON)" if k == OTHER_SHAPE_KIND else f"{k} (in a block)"
+        rows.append(
+            (f"    {label}", str(f["intended_error_kinds"].get(k, 0)), str(c["intended_error_kinds"].get(k, 0)))
+        )
+    inner = [k for k in ERROR_KINDS if f["other_shape_inner_kinds"].get(k) or c["other_shape_inner_kinds"].get(k)]
+    if (
+        f["other_shape_calls"]["fenced"]
+        + f["other_shape_calls"]["bare"]
+        + c["other_shape_calls"]["fenced"]
+        + c["other_shape_calls"]["bare"]
+    ):
+        rows += [
+            (
+                "  other shapes: fenced / bare",
+                *(f"{m['other_shape_calls']['fenced']} / {m['other_shape_calls']['bare']}" for m in (f, c)),
+            ),
+            ("    naming an offered tool", *both("other_shape_calls_known_tool")),
+            ("    the call inside would be valid", *both("other_shape_valid_inside")),
+        ]
+        rows += [
+            (
+                f"    inside: {k}",
+                str(f["other_shape_inner_kinds"].get(k, 0)),
+                str(c["other_shape_inner_kinds"].get(k, 0)),
+            )
+            for k in inner
+        ]
+    unclosed = [k for k in ERROR_KINDS if f["unclosed_inner_kinds"].get(k) or c["unclosed_inner_kinds"].get(k)]
+    if unclosed or f["unclosed_valid_inside"] or c["unclosed_valid_inside"]:
+        rows.append(("  truncated blocks: the call inside would be valid", *both("unclosed_valid_inside")))
+        rows += [
+            (
+                f"  truncated blocks, inside: {k}",
+                str(f["unclosed_inner_kinds"].get(k, 0)),
+                str(c["unclosed_inner_kinds"].get(k, 0)),
+            )
+            for k in unclosed
+        ]
+    rows += [
+        ("tool-call blocks", *both("blocks")),
+        ("invalid blocks (constrained: must be 0)", *both("errors")),
+        ("rows that left the grammar", *both("processor_errors")),
+        ("blocks closed where the model stopped (close_on_stop)", *both("stop_closes")),
+        (
+            f"expected tool, valid call (of {f['expected_tool_tasks']} runs)",
+            *pair("expected_tool_hits", "expected_tool_rate"),
+        ),
+        ("expected tool, named in any shape", *pair("expected_tool_any_shape_hits", "expected_tool_any_shape_rate")),
+        (
+            f"expected tool + arguments, valid call (of {f['expected_arguments_tasks']})",
+            *pair("expected_arguments_hits", "expected_arguments_rate"),
+        ),
+        (
+            "expected tool + arguments, any shape",
+            *pair("expected_arguments_any_shape_hits", "expected_arguments_any_shape_rate"),
+        ),
+        ("turns", *both("turns")),
+        ("turns cut at the token limit", *both("truncated_turns")),
+        ("tokens generated", *both("tokens")),
+        ("generate time (s)", f"{f['generate_seconds']:.1f}", f"{c['generate_seconds']:.1f}"),
+        ("tokens per second", *both("tokens_per_second", tps)),
+    ]
+    return rows
+
+
+def _markdown(report: Report) -> str:
+    cfg, summary = report.config, report.summary
+    f, c = summary["modes"]["free"], summary["modes"]["constrained"]
+    lines = ["# toolgrammar compare: free vs constrained sampling", ""]
+    if not report.ok:
+        lines += [
+            '<p style="color:red"><b>BUG: the constrained run made errors.</b></p>',
+            "",
+            f"**BUG: the constrained run made {c['errors']} invalid block(s) and {c['processor_errors']} row(s) left "
+            "the grammar. The grammar must make every call valid; this is a toolgrammar bug. The runs are listed "
+            "under 'Constrained errors' below.**",
+            "",
+        ]
+    seeds = ", ".join(str(s) for s in cfg["seeds"])
+    lines += [
+        f"- Model: `{cfg['model']}` ({report.environment.get('model_source', '')})",
+        f"- Tasks: {summary['runs'] // max(len(cfg['seeds']), 1)} x seeds [{seeds}] = {summary['runs']} runs per mode; "
+        f"{cfg['turns']} turn(s) per run, {cfg['max_new_tokens']} new tokens per turn",
+        f"- Sampling: temperature {cfg['temperature']}, top-p {cfg['top_p']}, top-k {cfg['top_k']}; "
+        f"format `{cfg['format']}`, arguments `{cfg['mode']}`, parser `{cfg['parse_mode']}`, "
+        f"tool_choice `{cfg['tool_choice']}`{', prose first' if cfg.get('prose_first') else ''}, "
+        f"reasoning `{cfg['reasoning']}`, whitespace `{cfg['whitespace']}`",
+        f"- Constrained side: {_policy_sentence(cfg)}",
+        f"- Machine: {report.environment.get('machine', '')}",
+        "",
+        "| metric | free | constrained |",
+        "|---|---:|---:|",
+    ]
+    lines += [
+        f"| {'&nbsp;' * 2 * (len(m) - len(m.lstrip()))}{m.strip()} | {a} | {b} |" for m, a, b in summary_rows(summary)
+    ]
+    lines += ["", "## Errors the grammar hid", ""]
+    hidden = summary["hidden_by_grammar"]
+    if hidden:
+        lines += [
+            f"Intended calls that could not run: {f['intended_errors']} free, {c['intended_errors']} constrained: "
+            f"**{summary['errors_hidden']} hidden by the grammar**.",
+            "",
+            "| error kind | free | constrained | hidden |",
+            "|---|---:|---:|---:|",
+        ]
+        fk, ck = f["intended_error_kinds"], c["intended_error_kinds"]
+        for kind, count in hidden.items():
+            lines.append(f"| {kind} | {fk.get(kind, 0)} | {ck.get(kind, 0)} | {count} |")
+    else:
+        lines.append("The free run made no intended call that failed, so there was nothing to hide.")
+    if c.get("gate_runs"):
+        lines += [
+            "",
+            f"Relevance gate (`--steer-gate {cfg.get('steer_gate')}`): let steering act on {c['gate_let_steer']} of "
+            f"{c['gate_runs']} constrained runs ({c['gate_seconds']:.1f} s of forward passes).",
+        ]
+    overhead = c["processor_seconds"]
+    if c["generate_seconds"]:
+        lines += [
+            "",
+            f"Time inside the logits processor: {overhead:.1f} s of {c['generate_seconds']:.1f} s of constrained "
+            f"generation ({_pct(overhead, c['generate_seconds'])}).",
+        ]
+    bad = [r for r in report.runs if r["constrained"]["error_kinds"] or r["constrained"]["processor_errors"]]
+    if bad:
+        lines += ["", "## Constrained errors (bugs)", ""]
+        for r in bad:
+            for t in r["constrained"]["turns"]:
+                if t["error_kinds"] or t["processor_error"]:
+                    lines.append(
+                        f"- seed {r['seed']}, task `{r['task_id']}`, turn {t['turn'] + 1}: "
+                        f"{', '.join(t['errors']) or ''} {t['processor_error'] or ''}".rstrip()
+                    )
+    if has_matplotlib():
+        lines += ["", "![error kinds and call rates](chart.png)", ""]
+    else:
+        lines += ["", "(No chart: matplotlib is not installed; `pip install 'toolgrammar[compare]'` brings it.)", ""]
+    lines += ["## Runs", "", "| seed | task | free: blocks / valid / errors | constrained: blocks / valid / errors |"]
+    lines += ["|---:|---|---|---|"]
+    for r in report.runs:
+        fr, cr = r["free"], r["constrained"]
+        fe = ", ".join(f"{k} x{v}" for k, v in fr["error_kinds"].items()) or "-"
+        ce = ", ".join(f"{k} x{v}" for k, v in cr["error_kinds"].items()) or "-"
+        lines.append(
+            f"| {r['seed']} | {r['task_id']} | {fr['blocks']} / {fr['valid_calls']} / {fe} | "
+            f"{cr['blocks']} / {cr['valid_calls']} / {ce} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _policy_sentence(cfg: Mapping[str, Any]) -> str:
+    closing = (
+        "; a stop where a block's call is complete goes to its close"
+        if cfg.get("close_on_stop", True)
+        else "; a stop inside a block is masked like any other token (`--no-close-on-stop`)"
+    )
+    if cfg["tool_choice"] == "none":
+        return "`none`: no block"
+    return _policy_text(cfg) + closing
+
+
+def _policy_text(cfg: Mapping[str, Any]) -> str:
+    choice = cfg["tool_choice"]
+    if choice == "auto":
+        text = "`auto`: free text stays free; a block, when opened, is valid and closes in time"
+        if cfg.get("steer_to_blocks"):
+            text += "; steered: at call points the other call shapes' openers are moved onto the block opener"
+            if cfg.get("steer_gate", "none") != "none":
+                text += f", only {describe_gate(cfg['steer_gate'])} (relevance gate)"
+        return text
+    if choice == "required" and cfg.get("prose_first"):
+        return "`required`, prose first: free text, then at least one block (the budget forces it at the end)"
+    what = (
+        "`required`: the turn is the call" if choice == "required" else f"named tool `{choice}`: the turn is that call"
+    )
+    if cfg.get("reasoning", "disabled") == "disabled":
+        what += (
+            "; both sides find the block opener pre-filled, so the free side is judged inside the blocks it was "
+            "made to open"
+        )
+    return what
+
+
+def write_chart(summary: Mapping[str, Any], path: Path) -> None:
+    """A PNG: error kinds (left) and call rates (right), free vs constrained."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    f, c = summary["modes"]["free"], summary["modes"]["constrained"]
+    fk, ck = f["intended_error_kinds"], c["intended_error_kinds"]
+    kinds = [k for k in INTENDED_ERROR_KINDS if fk.get(k) or ck.get(k)]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
+    colors = {"free": "#d62728", "constrained": "#1f77b4"}
+    if kinds:
+        y = range(len(kinds))
+        left.barh([i - 0.2 for i in y], [fk.get(k, 0) for k in kinds], 0.4, label="free", color=colors["free"])
+        left.barh(
+            [i + 0.2 for i in y],
+            [ck.get(k, 0) for k in kinds],
+            0.4,
+            label="constrained",
+            color=colors["constrained"],
+        )
+        left.set_yticks(list(y), kinds)
+        left.invert_yaxis()
+        left.legend()
+    else:
+        left.text(
+            0.5, 0.5, "no failed intended call in either mode", ha="center", va="center", transform=left.transAxes
+        )
+        left.set_yticks([])
+    left.set_title("intended calls that cannot run, by error kind")
+    left.set_xlabel("calls")
+
+    def rate(mode: Mapping[str, Any], key: str) -> float:
+        return mode[key] / mode["runs"] if mode["runs"] else 0.0
+
+    labels = [
+        "runs with an intended call",
+        "runs with a valid call",
+        "runs with another-shape call",
+        "expected tool, any shape",
+        "expected tool, valid call",
+        "expected tool + args, valid",
+    ]
+    values = {
+        name: [
+            rate(m, "runs_with_intended_call"),
+            rate(m, "runs_with_valid_call"),
+            rate(m, "runs_with_other_shape_call"),
+            m["expected_tool_any_shape_rate"] or 0.0,
+            m["expected_tool_rate"] or 0.0,
+            m["expected_arguments_rate"] or 0.0,
+        ]
+        for name, m in (("free", f), ("constrained", c))
+    }
+    x = range(len(labels))
+    right.bar([i - 0.2 for i in x], values["free"], 0.4, label="free", color=colors["free"])
+    right.bar([i + 0.2 for i in x], values["constrained"], 0.4, label="constrained", color=colors["constrained"])
+    right.set_xticks(list(x), labels, rotation=15, ha="right")
+    right.set_ylim(0, 1)
+    right.set_ylabel("fraction of runs")
+    right.set_title(f"call rates ({f['runs']} runs per mode)")
+    right.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,414 @@
+"""One assistant turn with transformers, the token budget stated once: template, generate, decode, parse.
+
+    from toolgrammar import generate_turn
+
+    turn = generate_turn(model, tokenizer, messages, tools, max_new_tokens=256, tool_choice="auto")
+    turn.parsed.tool_calls   # the valid calls; turn.text is the turn as the model wrote it
+
+:func:`generate_turn` renders the chat template with the tools, builds a
+:class:`~toolgrammar.integrations.hf.ToolCallLogitsProcessor` and calls ``model.generate`` with the *same*
+``max_new_tokens`` (the processor closes every block within the budget it is told, so the two must
+agree), decodes the new tokens without skipping special tokens, and parses the turn with
+:func:`~toolgrammar.turn.parser.parse_turn` under the same format and tools. :func:`generate_turns` does the
+same for several conversations in one left-padded batch.
+
+The grammar's ``reasoning`` option follows the chat template: see :func:`generate_turns`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from toolgrammar.errors import ToolgrammarError
+from toolgrammar.formats import get_format
+from toolgrammar.formats.calls import ToolCall, TurnParse
+from toolgrammar.integrations.hf import ToolCallLogitsProcessor
+from toolgrammar.schema.tools import load_tools
+from toolgrammar.turn.grammar import GrammarOptions, Reasoning
+from toolgrammar.turn.parser import parse_turn
+
+__all__ = ["GenerateError", "GeneratedTurn", "generate_turn", "generate_turns"]
+
+_GRAMMAR_OPTIONS = frozenset(field.name for field in dataclasses.fields(GrammarOptions))
+"""Keyword arguments that go to the grammar; every other one goes to ``model.generate``."""
+_OWN_GENERATE_KWARGS = {
+    "input_ids": "the prompts are rendered and encoded from the messages",
+    "attention_mask": "the prompts are rendered and encoded from the messages",
+    "inputs": "the prompts are rendered and encoded from the messages",
+    "inputs_embeds": "the prompts are rendered and encoded from the messages",
+    "max_length": "the budget is max_new_tokens, given once",
+}
+"""``model.generate`` arguments this module sets itself, with why."""
+_OWN_TEMPLATE_KWARGS = frozenset(
+    {"conversation", "tools", "add_generation_prompt", "continue_final_message", "tokenize", "return_dict",
+     "return_tensors", "padding", "truncation"}
+)  # fmt: skip
+"""``apply_chat_template`` arguments this module sets itself (text out, tools in, the generation prompt on)."""
+
+
+class GenerateError(ToolgrammarError, ValueError):
+    """Arguments :func:`generate_turn` cannot use; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class GeneratedTurn:
+    """One generated assistant turn, decoded as written and judged by the strict parser."""
+
+    text: str
+    """The assistant turn: ``assistant_prefix`` followed by the new tokens decoded without skipping
+    special tokens, up to (not including) the end-of-turn token."""
+    token_ids: tuple[int, ...]
+    """The new tokens of this row, its end-of-turn token included when it wrote one, padding
+    excluded; never more than ``max_new_tokens``."""
+    parsed: TurnParse
+    """:func:`~toolgrammar.turn.parser.parse_turn` of :attr:`text` (same format and tools as the grammar)."""
+    prompt: str
+    """The text the model continued: the rendered chat template plus ``assistant_prefix``."""
+    finish: Literal["stop", "length"]
+    """``stop``: the model ended the turn; ``length``: it used the whole budget."""
+    reasoning: Reasoning
+    """The grammar's ``reasoning`` option this turn was generated under."""
+    processor_error: str | None = None
+    """Why the row left the grammar, when it did (a bug: the grammar never lets a row go astray)."""
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        """The valid calls of the turn, in order (``parsed.tool_calls``)."""
+        return self.parsed.tool_calls
+
+
+def generate_turn(
+    model: Any,
+    tokenizer: Any,
+    messages: Sequence[Mapping[str, Any]],
+    tools: Any,
+    *,
+    max_new_tokens: int,
+    tool_choice: str = "auto",
+    parallel_tool_calls: bool = True,
+    format: str = "hermes",
+    mode: str = "schema",
+    reasoning: Reasoning | None = None,
+    steer_to_blocks: bool = False,
+    close_on_stop: bool = True,
+    assistant_prefix: str = "",
+    chat_template_kwargs: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> GeneratedTurn:
+    """Generate the next assistant turn of one conversation, every tool call in it valid.
+
+    The token budget is stated once: ``max_new_tokens`` is both the processor's budget (a block that
+    has started always closes within it, and none starts that could not) and ``model.generate``'s.
+
+    Parameters
+    ----------
+    model, tokenizer :
+        A transformers causal LM and its tokenizer, which must have a chat template.
+    messages :
+        The conversation so far: a list of chat messages (``{"role": ..., "content": ...}`` dicts,
+        tool calls and tool results as the chat template takes them).
+    tools :
+        Anything :func:`toolgrammar.schema.tools.load_tools` takes (an OpenAI tool list, bare
+        ``{"name", "parameters"}`` entries, a JSON file path, a ToolSet). The chat template is given
+        them as an OpenAI tool list. Bad tools raise :class:`~toolgrammar.errors.ToolSchemaError`
+        before anything is rendered or generated.
+    max_new_tokens :
+        The one budget of the turn.
+    tool_choice, parallel_tool_calls, format, steer_to_blocks, close_on_stop, assistant_prefix :
+        As for :class:`~toolgrammar.integrations.hf.ToolCallLogitsProcessor`; the parse uses the same ``format``.
+        ``assistant_prefix`` is also appended to the rendered prompt, and starts :attr:`GeneratedTurn.text`.
+    mode :
+        ``"schema"`` or ``"strings"``: how the tools' arguments are checked, by the grammar and the parse.
+    reasoning :
+        The grammar's ``reasoning`` option; ``None`` (the default) reads it from the rendered prompt,
+        see :func:`generate_turns`.
+    chat_template_kwargs :
+        Extra keyword arguments of ``tokenizer.apply_chat_template`` (``{"enable_thinking": False}``).
+    **kwargs :
+        The other grammar options (``whitespace``, ``max_whitespace``, ``escape_markers``,
+        ``after_calls``, ``prose_first``), and any other keyword argument of ``model.generate``
+        (``do_sample``, ``temperature``, ``top_p``, ``num_beams``, ``logits_processor`` for processors
+        of your own, run before this one...).
+
+    Returns
+    -------
+    GeneratedTurn
+        The turn's text, its token ids, its :class:`~toolgrammar.formats.calls.TurnParse`, the prompt.
+
+    Raises
+    ------
+    GenerateError
+        Messages that are not a list of message dicts, a ``max_new_tokens`` that is not a positive
+        int, arguments this function sets itself (``max_length``, ``input_ids``...), ``reasoning``
+        contradicting ``enable_thinking`` or the rendered prompt, a tokenizer without chat template.
+    ToolSchemaError, GrammarError, ProcessorError
+        Bad tools, bad grammar options, a budget too small for the call a policy forces.
+    """
+    return generate_turns(
+        model,
+        tokenizer,
+        [_checked_messages(messages, "messages")],
+        tools,
+        max_new_tokens=max_new_tokens,
+        tool_choice=tool_choice,
+        parallel_tool_calls=parallel_tool_calls,
+        format=format,
+        mode=mode,
+        reasoning=reasoning,
+        steer_to_blocks=steer_to_blocks,
+        close_on_stop=close_on_stop,
+        assistant_prefix=assistant_prefix,
+        chat_template_kwargs=chat_template_kwargs,
+        **kwargs,
+    )[0]
+
+
+def generate_turns(
+    model: Any,
+    tokenizer: Any,
+    conversations: Sequence[Sequence[Mapping[str, Any]]],
+    tools: Any,
+    *,
+    max_new_tokens: int,
+    tool_choice: str = "auto",
+    parallel_tool_calls: bool = True,
+    format: str = "hermes",
+    mode: str = "schema",
+    reasoning: Reasoning | None = None,
+    steer_to_blocks: bool = False,
+    close_on_stop: bool = True,
+    assistant_prefix: str = "",
+    chat_template_kwargs: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> list[GeneratedTurn]:
+    """:func:`generate_turn` for several conversations at once: one ``generate`` call, one turn each, in order.
+
+    The prompts are left-padded by hand (the tokenizer's ``padding_side`` is neither read nor
+    changed) and each row is decoded on its own, cut at its first end-of-turn token.
+
+    ``reasoning`` and the chat template: with ``reasoning=None`` the option follows the rendered
+    prompt. A prompt that ends by opening the reasoning (``<think>``) gives ``"prefilled"``; one that
+    ends by closing it (Qwen3 with ``enable_thinking=False`` renders an empty ``<think></think>``),
+    or ``chat_template_kwargs={"enable_thinking": False}``, gives ``"disabled"``; anything else
+    ``"enabled"`` (the turn may open with ``<think>``). An explicit ``reasoning`` sets
+    ``enable_thinking`` to ``reasoning != "disabled"`` when ``chat_template_kwargs`` does not say,
+    and must agree with it and with the rendered prompt when it does (:class:`GenerateError`).
+
+    End of turn: generation stops at the tokenizer's end-of-turn tokens (the ones the grammar ends
+    a turn with) as well as the model's own ``eos_token_id``. Stopping criteria of your own
+    (``stop_strings``, ``max_time``) may stop a row before a block closes: the budget guarantee is
+    about ``max_new_tokens`` only.
+    """
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise GenerateError(
+            f"max_new_tokens must be a positive int (the turn's one budget, the processor's and generate's), "
+            f"got {max_new_tokens!r}"
+        )
+    if isinstance(conversations, str | bytes | Mapping) or not isinstance(conversations, Sequence):
+        raise GenerateError(
+            f"conversations must be a list of conversations (each a list of message dicts), "
+            f"got {type(conversations).__name__}"
+        )
+    if not conversations:
+        raise GenerateError("conversations is empty: give at least one conversation")
+    if all(isinstance(c, Mapping) for c in conversations):
+        raise GenerateError(
+            "conversations must be a list of conversations, each a list of message dicts; this looks like one "
+            "conversation: use generate_turn(model, tokenizer, messages, tools, ...) or wrap it in a list"
+        )
+    chats = [_checked_messages(c, f"conversations[{i}]") for i, c in enumerate(conversations)]
+    grammar_options = {k: v for k, v in kwargs.items() if k in _GRAMMAR_OPTIONS}
+    generate_kwargs = {k: v for k, v in kwargs.items() if k not in _GRAMMAR_OPTIONS}
+    for name, why in _OWN_GENERATE_KWARGS.items():
+        if name in generate_kwargs:
+            raise GenerateError(f"{name} is set by generate_turn itself ({why}); leave it out")
+    if generate_kwargs.get("num_return_sequences", 1) != 1:
+        raise GenerateError(
+            "num_return_sequences must be 1 (one turn per conversation); to sample several turns of one "
+            "conversation, repeat it in the conversations list"
+        )
+    template_kwargs = _checked_template_kwargs(chat_template_kwargs)
+    if reasoning is not None:
+        enable = template_kwargs.setdefault("enable_thinking", reasoning != "disabled")
+        if bool(enable) != (reasoning != "disabled"):
+            raise GenerateError(
+                f"reasoning={reasoning!r} contradicts chat_template_kwargs enable_thinking={enable!r}: give one "
+                "of them (the other follows), or make them agree"
+            )
+    if not getattr(tokenizer, "chat_template", None):
+        raise GenerateError(
+            f"the tokenizer ({type(tokenizer).__name__}) has no chat template: generate_turn renders the "
+            "conversation with it; load the model's instruct tokenizer"
+        )
+
+    # Tools first: a bad schema fails before any rendering or compiling, and the template is shown the
+    # same tools, in the OpenAI shape chat templates expect, that the grammar checks against.
+    toolset = load_tools(tools, mode=mode)  # type: ignore[arg-type]
+    markers = get_format(format).markers
+    rendered = [
+        tokenizer.apply_chat_template(
+            chat, tools=toolset.to_openai(), add_generation_prompt=True, tokenize=False, **template_kwargs
+        )
+        for chat in chats
+    ]
+    enable_thinking = template_kwargs.get("enable_thinking")
+    found = {_reasoning_of(p, markers.think_open, markers.think_close, enable_thinking) for p in rendered}
+    if len(found) > 1:
+        raise GenerateError(
+            f"the rendered prompts disagree on reasoning ({sorted(found)}): some end inside a reasoning part and "
+            "some do not; generate them in separate calls"
+        )
+    read = found.pop()
+    if reasoning is None:
+        reasoning = read
+    else:
+        _check_reasoning(reasoning, read)
+
+    processor = ToolCallLogitsProcessor(
+        tokenizer,
+        toolset,
+        max_new_tokens=max_new_tokens,
+        mode=mode,
+        steer_to_blocks=steer_to_blocks,
+        close_on_stop=close_on_stop,
+        assistant_prefix=assistant_prefix,
+        format=format,
+        tool_choice=tool_choice,
+        parallel_tool_calls=parallel_tool_calls,
+        reasoning=reasoning,
+        **grammar_options,
+    )
+    prompts = [p + assistant_prefix for p in rendered]
+    sequences, width, end_ids = _generate(model, tokenizer, processor, prompts, max_new_tokens, generate_kwargs)
+    # Under beam search the processor's rows are beams, not the returned rows: no per-row error then.
+    errors = processor.errors if len(processor.errors) == len(prompts) else [None] * len(prompts)
+    turns = []
+    for row, (prompt, ids) in enumerate(zip(prompts, sequences, strict=True)):
+        new = ids[width:]
+        end = next((i for i, t in enumerate(new) if t in end_ids), None)
+        kept = new if end is None else new[:end]
+        # Never skip special tokens: free text may hold control tokens, and skipping them would glue
+        # the text around one into markup the grammar never let through ("<tool" + "<|vision_start|>"
+        # + "_call>" would read as a block opener). The parser must see what the grammar saw.
+        text = assistant_prefix + tokenizer.decode(kept, skip_special_tokens=False)
+        parsed = parse_turn(
+            text, processor.turn_grammar.tools, format=format, reasoning_started=reasoning == "prefilled"
+        )
+        turns.append(
+            GeneratedTurn(
+                text=text,
+                token_ids=tuple(kept if end is None else new[: end + 1]),
+                parsed=parsed,
+                prompt=prompt,
+                finish="length" if end is None else "stop",
+                reasoning=reasoning,
+                processor_error=errors[row],
+            )
+        )
+    return turns
+
+
+def _checked_messages(messages: Any, where: str) -> list[Mapping[str, Any]]:
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
+        raise GenerateError(
+            f"{where} must be a list of chat messages ({{'role': ..., 'content': ...}} dicts), "
+            f"got {type(messages).__name__}"
+        )
+    if not messages:
+        raise GenerateError(f"{where} is empty: give at least one message")
+    for i, message in enumerate(messages):
+        if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
+            raise GenerateError(f"{where}[{i}] must be a message dict with a 'role' string, got {message!r:.100}")
+    return list(messages)
+
+
+def _checked_template_kwargs(kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
+    if kwargs is None:
+        return {}
+    if not isinstance(kwargs, Mapping):
+        raise GenerateError(f"chat_template_kwargs must be a dict, got {type(kwargs).__name__}")
+    own = sorted(_OWN_TEMPLATE_KWARGS & set(kwargs))
+    if own:
+        raise GenerateError(
+            f"chat_template_kwargs may not set {', '.join(own)}: generate_turn renders the prompt text with the "
+            "tools and the generation prompt itself"
+        )
+    return dict(kwargs)
+
+
+def _reasoning_of(prompt: str, think_open: str, think_close: str, enable_thinking: Any) -> Reasoning:
+    """The grammar's ``reasoning`` option that continues ``prompt`` (see :func:`generate_turns`)."""
+    tail = prompt.rstrip()
+    if tail.endswith(think_open):
+        return "prefilled"
+    if tail.endswith(think_close) or (enable_thinking is not None and not enable_thinking):
+        return "disabled"
+    return "enabled"
+
+
+def _check_reasoning(reasoning: Reasoning, read: Reasoning) -> None:
+    """Refuse an explicit ``reasoning`` that cannot continue the prompt, whose own reading is ``read``."""
+    if read == "prefilled" and reasoning != "prefilled":
+        problem = "ends inside a reasoning part it opened"
+    elif reasoning == "prefilled" and read != "prefilled":
+        problem = "does not end by opening a reasoning part"
+    elif reasoning == "enabled" and read == "disabled":
+        problem = "has already closed the reasoning part"
+    else:
+        return  # "disabled" where reasoning could come: the grammar just allows none
+    raise GenerateError(
+        f"reasoning={reasoning!r} does not continue the rendered prompt, which {problem}: use reasoning={read!r}, "
+        "or reasoning=None to follow the prompt"
+    )
+
+
+def _generate(
+    model: Any,
+    tokenizer: Any,
+    processor: ToolCallLogitsProcessor,
+    prompts: list[str],
+    max_new_tokens: int,
+    generate_kwargs: dict[str, Any],
+) -> tuple[list[list[int]], int, frozenset[int]]:
+    """Run ``model.generate`` on the left-padded prompts; the rows, the padded prompt width, the end ids."""
+    import torch
+    from transformers import LogitsProcessorList
+
+    encoded = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+    width = max(len(ids) for ids in encoded)
+    config = getattr(model, "generation_config", None)
+    # Stop at the grammar's end-of-turn tokens too: past one, a row is no longer constrained, and a
+    # model whose generation config names other end tokens would go on writing unchecked text.
+    configured = generate_kwargs.pop("eos_token_id", getattr(config, "eos_token_id", None))
+    configured = [configured] if isinstance(configured, int) else list(configured or ())
+    end_ids = frozenset(processor.vocab.eos_ids) | frozenset(configured)
+    pad = generate_kwargs.pop("pad_token_id", None)
+    if pad is None:
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else getattr(config, "pad_token_id", None)
+    if pad is None:
+        pad = min(end_ids)
+    input_ids = torch.full((len(encoded), width), pad, dtype=torch.long)
+    attention = torch.zeros((len(encoded), width), dtype=torch.long)
+    for row, ids in enumerate(encoded):
+        input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+        attention[row, width - len(ids) :] = 1
+    device = getattr(model, "device", None)
+    if device is not None:
+        input_ids, attention = input_ids.to(device), attention.to(device)
+    # The user's processors run first and this one last, so nothing after it hands a masked token
+    # its probability back.
+    own = generate_kwargs.pop("logits_processor", None) or []
+    out = model.generate(
+        input_ids=input_ids,
+        attention_mask=attention,
+        logits_processor=LogitsProcessorList([*own, processor]),
+        max_new_tokens=max_new_tokens,
+        eos_token_id=sorted(end_ids),
+        pad_token_id=pad,
+        **generate_kwargs,
+    )
+    sequences = getattr(out, "sequences", out)  # return_dict_in_generate=True gives an output object
+    return sequences.tolist(), width, end_ids

@@ -1,0 +1,267 @@
+"""vLLM tool-call parsers that also constrain: plain OpenAI requests get valid, parsed calls.
+
+Start the server with a toolgrammar parser and the logits processor::
+
+    python -m vllm.entrypoints.openai.api_server --model MODEL \\
+        --enable-auto-tool-choice --tool-call-parser toolgrammar_hermes \\
+        --logits-processors toolgrammar.integrations.vllm:VllmToolCallLogitsProcessor
+
+(``toolgrammar_qwen_xml`` for Qwen3-Coder's XML calls). The parser names are registered by
+toolgrammar's ``vllm.general_plugins`` entry point (:mod:`toolgrammar.integrations.vllm_plugin`); where
+``VLLM_PLUGINS`` leaves it out, add ``--tool-parser-plugin toolgrammar.integrations.vllm_tool_parser``. Then any
+OpenAI client, unmodified::
+
+    client.chat.completions.create(model=..., messages=..., tools=tools, tool_choice="required")
+
+For each chat request with ``tools``, :meth:`ToolgrammarToolParser.adjust_request` (which vLLM runs
+before the request is turned into sampling parameters) builds toolgrammar's constraint from the
+request's own ``tools``, ``tool_choice`` (``auto``, ``required``, a named function),
+``parallel_tool_calls`` and ``chat_template_kwargs.enable_thinking``
+(:func:`toolgrammar.integrations.serving.constraint_spec`), compiles it (a bad schema or an unknown named tool
+is an HTTP 400 naming the tool and the JSON pointer), and hands it to the logits processor through
+the request's ``extra_args``. The processor takes the request's ``max_tokens`` as the budget: a block
+that has started closes within it. The model's turn is parsed by toolgrammar's strict parser into
+``tool_calls`` (non-streaming and streaming; in a stream each call arrives whole, in one chunk, once
+its block has closed) and ``content`` (:mod:`toolgrammar.integrations.serving`).
+
+What vLLM decides, not this plugin:
+
+* ``tool_choice="none"``: vLLM calls no tool parser for such a request (unless a reasoning parser
+  is configured) and returns the turn as content; it is not constrained.
+  ``--exclude-tools-when-tool-choice-none`` keeps the tools out of the prompt.
+* The Responses API (``/v1/responses``) is passed through unconstrained (a warning is logged once):
+  only Chat Completions requests are constrained.
+
+Steering (:mod:`toolgrammar.runtime.steering`), for models that mean to call but write the call as fenced
+or bare JSON (Qwen2.5-Coder-0.5B does): at a call point the probability of such an opener moves onto
+the block opener, so the call becomes a real block and a real ``tool_calls`` entry. Off by default;
+on for the whole server with ``TOOLGRAMMAR_STEER_TO_BLOCKS=1`` in its environment, and per request
+with ``extra_body={"vllm_xargs": {"toolgrammar_steer_to_blocks": true}}`` (or ``false``), which wins.
+
+Lenient schemas: a request's tools load strictly (a schema the grammar cannot enforce, such as
+``format: "float"`` on a number or a keyword JSON Schema does not define, is an HTTP 400 naming the tool
+and the pointer). ``TOOLGRAMMAR_LENIENT_SCHEMAS=1`` (server) or ``vllm_xargs`` key
+``toolgrammar_lenient_schemas`` (request, wins) loads them as ``load_tools(..., lenient=True)`` does, and
+logs each mapping or dropped keyword once per distinct tool list.
+
+Refused with HTTP 400: a request that also sets ``response_format``/``structured_outputs`` next to
+tools (two constraints would fight), and one whose ``vllm_xargs`` already holds a ``toolgrammar``
+spec (this server builds it from the request's tools).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from vllm.entrypoints.generate.base.protocol import (
+    DeltaFunctionCall,
+    DeltaMessage,
+    DeltaToolCall,
+    ExtractedToolCallInformation,
+    FunctionCall,
+    ToolCall,
+)
+from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+from vllm.renderers.chat_utils import make_tool_call_id
+from vllm.tool_parsers.abstract_tool_parser import ToolParser, ToolParserManager
+
+from toolgrammar.errors import ToolgrammarError
+from toolgrammar.formats import get_format
+from toolgrammar.formats.calls import ToolCall as TurnCall
+from toolgrammar.integrations.serving import (
+    LENIENT_ENV,
+    LENIENT_XARG,
+    STEER_ENV,
+    STEER_XARG,
+    CallExtractor,
+    StreamingCallExtractor,
+    compiled_turn,
+    constraint_spec,
+    request_setting,
+)
+from toolgrammar.integrations.vllm import EXTRA_ARGS_KEY
+
+logger = logging.getLogger("toolgrammar.integrations.vllm")
+
+
+class ToolgrammarToolParser(ToolParser):
+    """Base of the per-format parsers: constrain in ``adjust_request``, parse with the strict parser."""
+
+    format_name: ClassVar[str] = "hermes"
+    # vLLM's own handling of required/named forces a JSON-array schema and parses that: ours is the
+    # model's own block format, constrained by the processor, so vLLM must route those to us as "auto".
+    supports_required_and_named = False
+    structural_tag_model = None
+    # Ask vLLM for the end-of-stream hook (finish_streaming): held text and a cut block come out there.
+    engine_based_streaming = True
+
+    _warned_responses: ClassVar[bool] = False
+
+    def __init__(self, tokenizer: Any, tools: list[Any] | None = None) -> None:
+        super().__init__(tokenizer, tools)
+        self._stream: StreamingCallExtractor | None = None
+        self._passthrough = False
+        self._n_streamed = 0
+
+    # -- request -----------------------------------------------------------------------------------
+
+    def adjust_request(self, request: Any) -> Any:
+        if not request.tools:
+            return request
+        if not isinstance(request, ChatCompletionRequest):
+            if not ToolgrammarToolParser._warned_responses:
+                ToolgrammarToolParser._warned_responses = True
+                logger.warning(
+                    "toolgrammar: %s requests are not constrained (only Chat Completions are); tool calls are parsed "
+                    "as the model writes them",
+                    type(request).__name__,
+                )
+            return request
+        if request.structured_outputs is not None or _constrains_format(request.response_format):
+            raise ValueError(
+                "toolgrammar: this server constrains tool calls; a request with tools cannot also set "
+                "response_format or structured_outputs (send tool_choice='none' or no tools for structured output)"
+            )
+        xargs = dict(request.vllm_xargs or {})
+        if EXTRA_ARGS_KEY in xargs:
+            raise ValueError(
+                f"toolgrammar: this server builds the constraint from the request's tools; remove "
+                f"vllm_xargs[{EXTRA_ARGS_KEY!r}]"
+            )
+        try:
+            spec = self._spec(request)
+        except ToolgrammarError as error:
+            raise ValueError(f"toolgrammar: {error}") from error
+        if spec.get("steer_to_blocks", False):
+            self._check_steerable()
+        xargs[EXTRA_ARGS_KEY] = json.dumps(spec, ensure_ascii=False)
+        request.vllm_xargs = xargs
+        # The markers are special tokens in some vocabularies; skipping them would hide the calls.
+        request.skip_special_tokens = False
+        return request
+
+    def _check_steerable(self) -> None:
+        """Steering moves probability onto the block opener's token: refuse (HTTP 400) where there is none."""
+        opener = get_format(self.format_name).markers.block_open
+        ids = self.model_tokenizer.encode(opener, add_special_tokens=False)
+        if len(ids) != 1:
+            raise ValueError(
+                f"toolgrammar: steering needs the block opener {opener!r} as one token of this model's vocabulary, "
+                f"and it is {len(ids)}; send vllm_xargs {{{STEER_XARG!r}: false}} or unset {STEER_ENV}"
+            )
+
+    def _spec(self, request: Any) -> dict[str, Any]:
+        """The request's constraint; its settings from its ``vllm_xargs``, else the server's environment."""
+        xargs = request.vllm_xargs or {}
+        tool_choice = request.tool_choice
+        if hasattr(tool_choice, "model_dump"):
+            tool_choice = tool_choice.model_dump()
+        return constraint_spec(
+            [tool.model_dump(exclude_none=True) for tool in request.tools],
+            format=self.format_name,
+            tool_choice=tool_choice,
+            parallel_tool_calls=request.parallel_tool_calls,
+            chat_template_kwargs=request.chat_template_kwargs,
+            steer_to_blocks=request_setting(xargs, os.environ, STEER_XARG, STEER_ENV),
+            lenient=request_setting(xargs, os.environ, LENIENT_XARG, LENIENT_ENV),
+        )
+
+    def _extractor(self, request: Any, streaming: bool) -> CallExtractor | StreamingCallExtractor | None:
+        if not request.tools or request.tool_choice == "none":
+            return None
+        try:
+            tools = compiled_turn(self._spec(request)).tools
+        except ToolgrammarError as error:  # adjust_request refused it already; this is a request it never saw
+            logger.error("toolgrammar: cannot parse this request's tool calls: %s", error)
+            return None
+        cls = StreamingCallExtractor if streaming else CallExtractor
+        return cls(tools, format=self.format_name)
+
+    # -- whole turn ----------------------------------------------------------------------------------
+
+    def extract_tool_calls(self, model_output: str, request: Any) -> ExtractedToolCallInformation:
+        extractor = self._extractor(request, streaming=False)
+        if extractor is None:
+            return ExtractedToolCallInformation(tools_called=False, tool_calls=[], content=model_output)
+        assert isinstance(extractor, CallExtractor)
+        content, calls = extractor.extract(model_output)
+        return ExtractedToolCallInformation(
+            tools_called=bool(calls),
+            tool_calls=[ToolCall(function=FunctionCall(name=c.name, arguments=c.arguments_json())) for c in calls],
+            content=content,
+        )
+
+    # -- streaming -----------------------------------------------------------------------------------
+
+    def extract_tool_calls_streaming(
+        self,
+        previous_text: str,
+        current_text: str,
+        delta_text: str,
+        previous_token_ids: Sequence[int],
+        current_token_ids: Sequence[int],
+        delta_token_ids: Sequence[int],
+        request: Any,
+    ) -> DeltaMessage | None:
+        if self._stream is None and not self._passthrough:
+            stream = self._extractor(request, streaming=True)
+            if stream is None:
+                self._passthrough = True
+            else:
+                assert isinstance(stream, StreamingCallExtractor)
+                self._stream = stream
+        if self._stream is None:
+            return DeltaMessage(content=delta_text) if delta_text else None
+        return self._delta(*self._stream.feed(delta_text))
+
+    def finish_streaming(self) -> DeltaMessage | None:
+        if self._stream is None:
+            return None
+        return self._delta(*self._stream.finish())
+
+    def _delta(self, content: str, calls: list[TurnCall]) -> DeltaMessage | None:
+        if not content and not calls:
+            return None
+        deltas = []
+        for call in calls:
+            arguments = call.arguments_json()
+            # vLLM's end-of-stream bookkeeping compares these to find arguments not yet sent: all were.
+            self.prev_tool_call_arr.append({"name": call.name, "arguments": arguments})
+            self.streamed_args_for_tool.append(arguments)
+            deltas.append(
+                DeltaToolCall(
+                    index=self._n_streamed,
+                    id=make_tool_call_id(),
+                    type="function",
+                    function=DeltaFunctionCall(name=call.name, arguments=arguments),
+                )
+            )
+            self._n_streamed += 1
+        self.current_tool_id = self._n_streamed - 1
+        return DeltaMessage(content=content or None, tool_calls=deltas)
+
+
+def _constrains_format(response_format: Any) -> bool:
+    kind = getattr(response_format, "type", None)
+    return response_format is not None and kind not in (None, "text")
+
+
+@ToolParserManager.register_module("toolgrammar_hermes")
+class ToolgrammarHermesToolParser(ToolgrammarToolParser):
+    """``--tool-call-parser toolgrammar_hermes``: ``<tool_call>`` JSON blocks (Qwen2.5, Qwen3, Hermes)."""
+
+    format_name = "hermes"
+
+
+@ToolParserManager.register_module("toolgrammar_qwen_xml")
+class ToolgrammarQwenXmlToolParser(ToolgrammarToolParser):
+    """``--tool-call-parser toolgrammar_qwen_xml``: Qwen3-Coder's ``<function=...><parameter=...>`` blocks."""
+
+    format_name = "qwen-xml"
+
+
+__all__ = ["ToolgrammarHermesToolParser", "ToolgrammarQwenXmlToolParser", "ToolgrammarToolParser"]
