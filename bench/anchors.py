@@ -615,7 +615,8 @@ def main(argv: list[str] | None = None) -> int:
     batch_reps = 5 if args.quick else 20
     started = time.perf_counter()
 
-    from toolgrammar.vocab import load_qwen3_tokenizer, qwen3_vocabulary
+    from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
+    from toolgrammar.vocab import qwen3_vocabulary
 
     ctx = BenchContext(load_qwen3_tokenizer(), qwen3_vocabulary())
     info = machine_info()

@@ -3,7 +3,8 @@
     .venv/bin/python bench/bfcl_coverage.py              # every schema; writes bench/results/bfcl-coverage-<date>.*
     .venv/bin/python bench/bfcl_coverage.py --limit 50   # the first 50 distinct schemas; writes nothing
 
-The schemas: every function doc of the installed ``bfcl-eval`` data (found as :func:`toolgrammar.evaluate.bfcl.locate_data`
+The schemas: every function doc of the installed ``bfcl-eval`` data (found as
+:func:`toolgrammar.evaluate.bfcl.locate_data`
 finds it, never imported): the ``function`` lists of every single-turn test file (``BFCL_v4_<category>.json``,
 Java and JavaScript included), and the docs of ``multi_turn_func_doc/`` that the multi-turn, memory and web-search
 categories give their models (same format, plus a ``response`` key: the return value's description). Each is
@@ -23,7 +24,8 @@ fresh process pays, the Qwen3 vocabulary aside, loaded once before) and with the
    token-level distances over the 151,669-token vocabulary. A ``ToolSchemaError`` here (a schema too large to build)
    also counts as refused.
 
-A refused schema then goes through :func:`toolgrammar.evaluate.bfcl.grammar_tools` (strict, lenient, then BFCL's own type
+A refused schema then goes through :func:`toolgrammar.evaluate.bfcl.grammar_tools` (strict, lenient, then BFCL's own
+type
 names mapped) and is compiled again: the
 report says which ones the side-by-side mode can still run, and with what notes.
 
@@ -53,11 +55,11 @@ from typing import Any
 
 from common import machine_info, markdown_table, write_results
 
+from toolgrammar import caches
 from toolgrammar.errors import ToolgrammarError, ToolSchemaError, ToolSchemaWarning
 from toolgrammar.evaluate import bfcl
-from toolgrammar.runtime import engine
-from toolgrammar.runtime.engine import TokenGrammar
-from toolgrammar.schema.tools import load_tools
+from toolgrammar.runtime.token_grammar import TokenGrammar
+from toolgrammar.schema import load_tools
 from toolgrammar.turn.grammar import compile_turn
 from toolgrammar.vocab import qwen3_vocabulary
 
@@ -158,7 +160,7 @@ def collect(data: bfcl.BfclData) -> tuple[list[Schema], dict[str, Any]]:
 
 def forget() -> None:
     """Drop every in-memory cache a compile fills (what ``bench/toolgrammar_runner.py``'s ``fresh()`` drops)."""
-    engine.clear_compiled()
+    caches.clear()
 
 
 def _error(error: BaseException, stage: str) -> dict[str, Any]:
@@ -290,7 +292,8 @@ def report(records: list[dict[str, Any]], sources: dict[str, Any], info: dict[st
         "",
         f"`{info['command']}`: {info['date']}, {info['cpu']} ({info['nproc']} usable cores, load "
         f"{info['load_average']}), Python {info['python']}. BFCL data: {info['bfcl']}. Each schema is converted "
-        "as `toolgrammar.evaluate.bfcl.to_openai_tools` converts it, loaded strictly, else leniently, then compiled for a "
+        "as `toolgrammar.evaluate.bfcl.to_openai_tools` converts it, loaded strictly, else leniently, then "
+        "compiled for a "
         "call to it (`compile_turn(..., tool_choice=<name>, cache=False)`) and built whole "
         "(`TokenGrammar(turn, qwen3_vocabulary()).build_all()`), from empty in-memory caches, on-disk cache off. "
         "Method: `bench/bfcl_coverage.py`'s docstring.",

@@ -32,7 +32,8 @@ from common import (
 )
 
 from toolgrammar.integrations.hf import ToolCallLogitsProcessor
-from toolgrammar.vocab import load_qwen3_tokenizer, qwen3_vocabulary
+from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
+from toolgrammar.vocab import qwen3_vocabulary
 
 
 def walks(ctx: BenchContext, toolset, n_walks: int) -> dict[bool, Stats]:

@@ -100,11 +100,7 @@ class ColdToolgrammar(ToolgrammarRunner):
     skeleton depends on the format and options only), forget everything that depends on the tools."""
 
     def fresh(self) -> None:
-        from toolgrammar.automata import automaton
-
-        kept = dict(automaton._skeletons) if self.keep_skeletons else {}
-        super().fresh()
-        automaton._skeletons.update(kept)
+        super().fresh(keep=("automata.skeletons",) if self.keep_skeletons else ())
 
     def start(self, compiled: Any) -> Any:
         return compiled
@@ -752,7 +748,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
 
     import toolgrammar
-    from toolgrammar.vocab import load_qwen3_tokenizer, qwen3_vocabulary
+    from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
+    from toolgrammar.vocab import qwen3_vocabulary
 
     tg_path = Path(toolgrammar.__file__).resolve().parent
     if "toolgrammar" in engines and tg_path != (REPO / "src" / "toolgrammar").resolve():
@@ -764,9 +761,9 @@ def main(argv: list[str] | None = None) -> int:
     info["known_tools"] = args.known_tools
     info["shipped_skeletons"] = not args.no_shipped_skeletons
     if args.no_shipped_skeletons:
-        from toolgrammar.automata import skeletons
+        from toolgrammar.automata import skeleton_store
 
-        skeletons.SHIPPED_DIR = REPO / "bench" / "no-shipped-skeletons"  # no such folder: every skeleton compiled
+        skeleton_store.SHIPPED_DIR = REPO / "bench" / "no-shipped-skeletons"  # no such folder: every skeleton compiled
     info["toolgrammar_path"] = os.path.relpath(tg_path, REPO) if tg_path.is_relative_to(REPO) else str(tg_path)
 
     runners = make_runners(engines)

@@ -36,16 +36,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.reps < 1 or not sizes or min(sizes) < 1:
         p.error("--reps and every size must be at least 1")
 
+    from toolgrammar import caches
     from toolgrammar.formats import FORMATS
     from toolgrammar.integrations.hf import ToolCallLogitsProcessor, vocabulary_of
-    from toolgrammar.runtime import engine
-    from toolgrammar.vocab import load_qwen3_tokenizer
+    from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
+    from toolgrammar.runtime.token_table import token_table
 
     for f in formats:
         if f not in FORMATS:
             p.error(f"unknown format {f!r} (one of {', '.join(sorted(FORMATS))})")
     tok = load_qwen3_tokenizer()
-    engine.token_table(vocabulary_of(tok))
+    token_table(vocabulary_of(tok))
     info = common.machine_info()
     root = tempfile.mkdtemp(prefix="toolgrammar-format-compile-")
     cells: dict[str, dict[int, float]] = {f: {} for f in formats}
@@ -56,8 +57,7 @@ def main(argv: list[str] | None = None) -> int:
             times = []
             for rep in range(args.reps):
                 os.environ["TOOLGRAMMAR_CACHE"] = os.path.join(root, f"{fmt}-{n}-{rep}")
-                engine.clear_compiled()
-                engine.clear_text_exits()
+                caches.clear(scope=None)
                 tools = toolset("varied", n, f"r{rep}{n}").tools
                 t0 = time.perf_counter()
                 ToolCallLogitsProcessor(tok, tools, max_new_tokens=512, format=fmt)

@@ -63,7 +63,8 @@ class CollectorClock:
 
 
 def run(engines: list[str], shape: str, tools: int, lists: int, warm: int) -> tuple[list[dict[str, Any]], int]:
-    from toolgrammar.vocab import load_qwen3_tokenizer, qwen3_vocabulary
+    from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
+    from toolgrammar.vocab import qwen3_vocabulary
 
     ctx = BenchContext(load_qwen3_tokenizer(), qwen3_vocabulary())
     runners = cold_start.make_runners(engines)

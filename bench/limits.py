@@ -40,7 +40,7 @@ STEPS = 48
 
 def per_token_vs_context() -> list[dict[str, Any]]:
     from toolgrammar.integrations.hf import ToolCallLogitsProcessor
-    from toolgrammar.vocab import load_qwen3_tokenizer
+    from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
 
     tokenizer = load_qwen3_tokenizer()
     tools = json.loads((Path(__file__).resolve().parents[1] / "examples" / "tools" / "seed_tools.json").read_text())
@@ -140,7 +140,7 @@ LARGEST: dict[str, dict[str, Any]] = {
 _CHILD = """
 import json, sys, time
 schema, options, call = json.loads(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3])
-from toolgrammar.runtime.engine import TokenGrammar
+from toolgrammar.runtime.token_grammar import TokenGrammar
 from toolgrammar.errors import ToolgrammarError
 from toolgrammar.formats import get_format
 from toolgrammar.turn.grammar import compile_turn

@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     os.environ["TOOLGRAMMAR_CACHE"] = "off"  # build everything in this process: nothing of an earlier run reused
 
-    from toolgrammar.vocab import load_qwen3_tokenizer
+    from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
 
     info = machine_info()
     tok = load_qwen3_tokenizer()

@@ -17,7 +17,8 @@ one 256-token turn, under seven generations per setting (greedy; sampled at temp
 | free, opener pre-filled | ... + what the grammar forces | none (the fair free side of call-first ``required``) |
 | required, call first | ... + what the grammar forces | ``tool_choice="required"`` |
 | auto, steered | the chat template's | ``tool_choice="auto", steer_to_blocks=True`` |
-| auto, steered where name fits | the chat template's | the same, ``steer_gate="name"`` (:mod:`toolgrammar.evaluate.relevance`) |
+| auto, steered where name fits | the chat template's | the same, ``steer_gate="name"``
+(:mod:`toolgrammar.evaluate.relevance`) |
 | auto, steered where pmi+name say | the chat template's | the same, ``steer_gate="pmi+name"`` |
 
 Reports per policy: runs with an intended call (a block or another shape), valid calls, errors by
@@ -43,9 +44,9 @@ from toolgrammar.evaluate.compare import (
     CompareConfig,
     HFGenerator,
     Task,
-    _run_mode,
     prepare,
     rejudge_run,
+    run_mode,
     summarize_side,
 )
 from toolgrammar.evaluate.models import load_model
@@ -126,7 +127,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             generator = HFGenerator(loaded, tools, config)
             t0 = time.perf_counter()
             print(f"[{time.perf_counter() - started:7.0f} s] {setting}: {policy} ...", file=sys.stderr, flush=True)
-            records, timings = _run_mode(
+            records, timings = run_mode(
                 generator, tasks, mode=side, seed=seed, batch_index=0, tools=tools, config=config,  # type: ignore[arg-type]
                 on_step=lambda what, step: None,
             )  # fmt: skip
@@ -169,7 +170,7 @@ def report(
     result = {"settings": settings, "summaries": summaries, "steering": steering, "model_source": source,
               "max_new_tokens": base.max_new_tokens}  # fmt: skip
     (out / "quality.json").write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    markdown = _markdown(result)
+    markdown = markdown_report(result)
     (out / "quality.md").write_text(markdown, encoding="utf-8")
     print(markdown)
     return result
@@ -211,7 +212,7 @@ def _rate(hits: int, n: int) -> str:
     return f"{hits}/{n} ({hits / n:.0%})" if n else "n/a"
 
 
-def _markdown(result: dict[str, Any]) -> str:
+def markdown_report(result: dict[str, Any]) -> str:
     s = result["summaries"]
     lines = [
         f"Settings: {', '.join(result['settings'])}; {result['max_new_tokens']} tokens, one turn. "

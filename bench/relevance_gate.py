@@ -1,4 +1,5 @@
-"""A relevance gate alone (``toolgrammar.evaluate.relevance``): does it let steering act where a tool fits, and only there?
+"""A relevance gate alone (``toolgrammar.evaluate.relevance``): does it let steering act where a tool fits, and only
+there?
 
     nice -n 15 .venv/bin/python bench/relevance_gate.py     # pmi, items 5-44: bench/results/relevance-gate-pmi-<date>.*
     nice -n 15 .venv/bin/python bench/relevance_gate.py --method question

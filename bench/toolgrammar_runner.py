@@ -62,11 +62,12 @@ class ToolgrammarRunner(EngineRunner):
         import importlib.metadata
 
         from toolgrammar.integrations.hf import ToolCallLogitsProcessor, vocabulary_of
-        from toolgrammar.runtime import engine
+        from toolgrammar.runtime.cursor import Cursor
+        from toolgrammar.runtime.token_table import token_table
 
         self.name = f"toolgrammar {importlib.metadata.version('toolgrammar')}"
         self.Processor = ToolCallLogitsProcessor
-        self.engine = engine
+        self.Cursor = Cursor
         self.tokenizer = ctx.tokenizer
         self.columns = ctx.columns
         self._root = tempfile.mkdtemp(prefix="toolgrammar-bench-")
@@ -74,26 +75,24 @@ class ToolgrammarRunner(EngineRunner):
         self.fresh()  # an empty on-disk cache from the start: nothing of an earlier run is reused
         # Per tokenizer, once (not part of a tool set's cold start): the vocabulary and its token table.
         self.vocab = vocabulary_of(ctx.tokenizer)
-        engine.token_table(self.vocab)
+        token_table(self.vocab)
 
-    def fresh(self) -> None:
-        """Forget every compiled tool set: in memory (``engine.clear_compiled``: grammars, validated tools,
-        schema trees, shared sub-automata, tool tails, the turn skeletons, which do not depend on the tools;
-        and the token table's text-state exits, which depend on the tokenizer alone) and on disk (a new,
-        empty ``TOOLGRAMMAR_CACHE`` folder)."""
-        from toolgrammar.runtime import engine
+    def fresh(self, keep: tuple[str, ...] = ()) -> None:
+        """Forget every compiled tool set: in memory (``toolgrammar.caches.clear`` of every scope: grammars,
+        validated tools, schema trees, shared sub-automata, tool tails, the turn skeletons, which do not depend
+        on the tools; and the token table's text-state exits, which depend on the tokenizer alone; except the
+        caches named in ``keep``) and on disk (a new, empty ``TOOLGRAMMAR_CACHE`` folder)."""
+        from toolgrammar import caches
 
         self._n += 1
         os.environ["TOOLGRAMMAR_CACHE"] = os.path.join(self._root, f"cache-{self._n}")
-        engine.clear_compiled()
-        engine.clear_text_exits()
+        caches.clear(scope=None, keep=keep)
 
     def forget_memory(self) -> None:
         """Drop the in-memory caches only (the on-disk cache stays): a fresh process, tokenizer aside."""
-        from toolgrammar.runtime import engine
+        from toolgrammar import caches
 
-        engine.clear_compiled()
-        engine.clear_text_exits()
+        caches.clear(scope=None)
 
     def compile(self, toolset: ToolSet) -> Any:
         return self.Processor(self.tokenizer, toolset.tools, max_new_tokens=MAX_NEW_TOKENS)
@@ -101,7 +100,7 @@ class ToolgrammarRunner(EngineRunner):
     def start(self, compiled: Any) -> Any:
         # No reset(): the processor recognises a new generation by itself (the first call's input does
         # not extend the previous call's by one token), as it must inside generate().
-        return _State(compiled, self.engine.Cursor(compiled.grammar, MAX_NEW_TOKENS))
+        return _State(compiled, self.Cursor(compiled.grammar, MAX_NEW_TOKENS))
 
     def mask(self, state: Any, scores: torch.Tensor, input_ids: torch.Tensor) -> None:
         state.proc(input_ids, scores)

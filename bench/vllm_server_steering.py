@@ -102,13 +102,13 @@ def judge(answer: dict[str, Any], task: Any, tools: Any, config: Any) -> dict[st
 
 def run_side(client: Any, model: str, tasks: list[Any], tools: Any, config: Any, steer: bool,
              max_tokens: int) -> dict[str, Any]:  # fmt: skip
-    from toolgrammar.evaluate.compare.running import _initial_messages
+    from toolgrammar.evaluate.compare.running import initial_messages
 
     openai_tools = tools.to_openai()
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=8) as pool:
         answers = list(
-            pool.map(lambda t: ask(client, model, _initial_messages(t, config), openai_tools, steer, max_tokens), tasks)
+            pool.map(lambda t: ask(client, model, initial_messages(t, config), openai_tools, steer, max_tokens), tasks)
         )
     seconds = time.perf_counter() - started
     runs = [{"task": t.id, **a, **judge(a, t, tools, config)} for t, a in zip(tasks, answers, strict=True)]

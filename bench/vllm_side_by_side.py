@@ -128,9 +128,9 @@ def run(budgets: list[int], n_seeds: int, model_dir: Path) -> tuple[dict[str, An
     """The batch through every route; returns the results and the engine (shut it down with :func:`close`)."""
     from vllm import LLM
 
+    from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
     from toolgrammar.integrations.vllm import VllmToolCallLogitsProcessor
     from toolgrammar.testing.vllm_server import write_tiny_random_qwen3
-    from toolgrammar.vocab import load_qwen3_tokenizer
 
     tools = json.loads(TOOLS_FILE.read_text(encoding="utf-8"))
     write_tiny_random_qwen3(model_dir)

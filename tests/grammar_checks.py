@@ -23,9 +23,9 @@ import jsonschema
 import numpy as np
 from hypothesis import strategies as st
 
-from toolgrammar.automata import automaton as A
-from toolgrammar.automata.automaton import DFA
-from toolgrammar.runtime.engine import TokenGrammar
+from toolgrammar import automata as A
+from toolgrammar.automata.dfa import DFA
+from toolgrammar.runtime.token_grammar import TokenGrammar
 from toolgrammar.testing import Replay, Walk, random_walk, replay
 from toolgrammar.turn.parser import TurnStreamParser, parse_turn
 from toolgrammar.vocab import Vocabulary

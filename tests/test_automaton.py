@@ -9,21 +9,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolgrammar.automata.automaton import (
+from toolgrammar.automata.compile import compile_dfa
+from toolgrammar.automata.nodes import (
     ANY_BYTE,
     Members,
     avoiding,
     chars,
-    compile_dfa,
     lit,
     not_prefixed,
     opt,
     repeat,
     seq,
     star,
-    to_regex,
     utf8_char,
 )
+from toolgrammar.automata.regex import to_regex
 from toolgrammar.errors import GrammarError
 
 UTF8_TEXT = compile_dfa(star(utf8_char()))

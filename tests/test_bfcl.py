@@ -33,7 +33,7 @@ from toolgrammar.errors import ToolSchemaError
 from toolgrammar.evaluate import bfcl
 from toolgrammar.evaluate.bfcl import BfclItem, DecodeError, check_ast, decode_hermes, score_decoded
 from toolgrammar.evaluate.compare import CompareConfig, CompareError, Generation
-from toolgrammar.schema.tools import load_tools
+from toolgrammar.schema import load_tools
 
 HERE = Path(__file__).resolve().parent
 REFERENCE_PACKAGES = [
@@ -536,7 +536,7 @@ def test_suite_reports_a_combined_gate_per_part(tmp_path, monkeypatch):
 
 def test_cli_suite_on_the_tiny_model(tmp_path, monkeypatch, capsys):
     pytest.importorskip("torch")
-    from toolgrammar.cli.app import main
+    from toolgrammar.cli import main
 
     site = _fake_site(tmp_path, SAMPLE_ITEMS, SAMPLE_ANSWERS)
     monkeypatch.setenv(bfcl.DATA_ENV, str(site / "bfcl_eval" / "data"))
@@ -559,7 +559,7 @@ def test_cli_suite_on_the_tiny_model(tmp_path, monkeypatch, capsys):
 def test_cli_default_compare_is_unchanged_by_the_suite_option(tmp_path, capsys):
     """Without --suite: the bundled tasks, arguments 'strings', report.md, no BFCL file."""
     pytest.importorskip("torch")
-    from toolgrammar.cli.app import main
+    from toolgrammar.cli import main
 
     out = tmp_path / "o"
     args = ["--model", "tiny-random", "--limit", "1", "--max-new-tokens", "8", "--out", str(out)]
@@ -570,7 +570,7 @@ def test_cli_default_compare_is_unchanged_by_the_suite_option(tmp_path, capsys):
 
 
 def test_cli_suite_bad_input_exits_2(tmp_path, monkeypatch, capsys):
-    from toolgrammar.cli.app import main
+    from toolgrammar.cli import main
 
     monkeypatch.setenv(bfcl.DATA_ENV, str(_fake_site(tmp_path, SAMPLE_ITEMS, SAMPLE_ANSWERS) / "bfcl_eval" / "data"))
     for args, message in (
@@ -844,7 +844,8 @@ def _sample(data: bfcl.BfclData) -> list[tuple[BfclItem, str, str]]:
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["toolgrammar", "toolgrammar-dots"])
 def test_verdicts_agree_with_bfcls_own_checker(bfcl_python, bfcl_data, tmp_path, model):
-    """BFCL's QwenFCHandler + eval_runner (+ ast_checker) and toolgrammar.evaluate.bfcl give every pair the same verdict:
+    """BFCL's QwenFCHandler + eval_runner (+ ast_checker) and toolgrammar.evaluate.bfcl give every pair the same
+    verdict:
     the same valid flag and the same error_type. ``toolgrammar``: underscore_to_dot=True (OpenAI-style tools,
     what --suite uses); ``toolgrammar-dots``: False."""
     cases = _sample(bfcl_data)

@@ -4,8 +4,10 @@
 ``tests/data/README.md``): every single-turn category, Java and JavaScript included, the multi-turn docs (with their
 ``response`` key), one of each kind of contradiction (enum values of another type, keywords of another type,
 undeclared required names) that strict loading refuses and lenient loading drops, and the slowest schema of the
-full run. Each is converted as BFCL converts it (:func:`toolgrammar.evaluate.bfcl.to_openai_tools`), loaded strictly, else
-leniently (with the exact warnings expected), and through :func:`toolgrammar.evaluate.bfcl.grammar_tools` (with the exact
+full run. Each is converted as BFCL converts it (:func:`toolgrammar.evaluate.bfcl.to_openai_tools`), loaded strictly,
+else
+leniently (with the exact warnings expected), and through :func:`toolgrammar.evaluate.bfcl.grammar_tools` (with the
+exact
 notes expected), then compiled for a call to it, whole automaton. No BFCL install needed.
 """
 
@@ -21,7 +23,7 @@ import pytest
 
 from toolgrammar.errors import ToolSchemaError, ToolSchemaWarning
 from toolgrammar.evaluate import bfcl
-from toolgrammar.schema.tools import load_tools
+from toolgrammar.schema import load_tools
 from toolgrammar.turn.grammar import compile_turn
 
 SAMPLE = json.loads((Path(__file__).resolve().parent / "data" / "bfcl_sample.json").read_text(encoding="utf-8"))

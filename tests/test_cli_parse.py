@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from toolgrammar.cli.app import main
+from toolgrammar.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ROOT / "examples" / "tools" / "seed_tools.json"

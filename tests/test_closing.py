@@ -20,7 +20,7 @@ import torch
 from toolgrammar.errors import ProcessorError
 from toolgrammar.integrations.hf import ToolCallLogitsProcessor
 from toolgrammar.runtime.closing import pooled, stop_ids
-from toolgrammar.runtime.engine import token_grammar
+from toolgrammar.runtime.token_grammar import token_grammar
 from toolgrammar.turn.grammar import compile_turn
 
 from toolsets import SEED_TOOLS

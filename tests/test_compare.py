@@ -23,7 +23,7 @@ from toolgrammar.evaluate.compare import (
     summary_rows,
 )
 from toolgrammar.evaluate.other_shapes import find_other_shape_calls
-from toolgrammar.schema.tools import load_tools
+from toolgrammar.schema import load_tools
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -241,7 +241,7 @@ def test_a_leak_in_the_constrained_run_is_reported_loudly(tmp_path):
 
 def test_cli_exit_code_1_on_constrained_errors(tmp_path, monkeypatch, capsys):
     import toolgrammar.evaluate.compare as compare_module
-    from toolgrammar.cli.app import main
+    from toolgrammar.cli import main
 
     real = compare_module.run_compare
 
@@ -372,7 +372,7 @@ def test_tiny_model_constrained_run_is_error_free(tiny_report):
 
 def test_prefix_cache_changes_nothing_but_speed(tools):
     pytest.importorskip("torch")
-    from toolgrammar.evaluate.compare import HFGenerator, _initial_messages, prepare
+    from toolgrammar.evaluate.compare import HFGenerator, initial_messages, prepare
     from toolgrammar.evaluate.models import load_model
 
     loaded = load_model("tiny-random")
@@ -381,7 +381,7 @@ def test_prefix_cache_changes_nothing_but_speed(tools):
     without = CompareConfig(**base, prefix_cache=False)
     _, tasks = prepare(with_cache)
     a, b = HFGenerator(loaded, tools, with_cache), HFGenerator(loaded, tools, without)
-    prompts = [a.render(_initial_messages(t, with_cache), tools.to_openai()) for t in tasks]
+    prompts = [a.render(initial_messages(t, with_cache), tools.to_openai()) for t in tasks]
     for constrained in (False, True):
         left = a.generate(prompts, constrained=constrained, seed=11)
         right = b.generate(prompts, constrained=constrained, seed=11)
@@ -480,7 +480,7 @@ def no_generation(monkeypatch):
 
 
 def _cli(args: list[str]) -> int:
-    from toolgrammar.cli.app import main
+    from toolgrammar.cli import main
 
     return main(["compare", "--no-progress", *args])
 
@@ -519,7 +519,7 @@ def test_cli_unknown_tool_in_tasks_exits_2(tmp_path, capsys, no_generation):
 
 def test_cli_model_without_chat_template_exits_2(tmp_path, capsys, no_generation):
     pytest.importorskip("transformers")
-    from toolgrammar.vocab import load_qwen3_tokenizer
+    from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
 
     model_dir = tmp_path / "model"
     load_qwen3_tokenizer().save_pretrained(model_dir)

@@ -16,13 +16,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from grammar_checks import random_trees
-from toolgrammar.automata import automaton as A
+from toolgrammar import automata as A
 from toolgrammar.automata import compose
 from toolgrammar.automata.compose import compose_dfa
 from toolgrammar.errors import GrammarError
 from toolgrammar.formats import FORMATS, get_format
-from toolgrammar.schema.tools import load_tools
-from toolgrammar.turn.grammar import options_from_kwargs, turn_node
+from toolgrammar.formats.options import options_from_kwargs
+from toolgrammar.schema import load_tools
+from toolgrammar.turn.grammar import turn_node
 
 from toolsets import TOOLSETS
 
@@ -244,7 +245,7 @@ def test_joins_that_overlap_stay_exact(node, accepted, rejected):
     dfa = A.compile_dfa(node)
     assert all(dfa.matches(w) for w in accepted)
     assert not any(dfa.matches(w) for w in rejected)
-    assert compose_dfa(node).n_states >= A.compile_dfa(node).n_states
+    assert compose_dfa(node, A.part_dfa).n_states >= A.compile_dfa(node).n_states
 
 
 def _overlapping_join() -> tuple[np.ndarray, np.ndarray, np.ndarray, list[frozenset[int]]]:
@@ -275,11 +276,11 @@ def test_determinize_grows_a_table_it_is_given_in_place_and_builds_the_same_rows
 def test_pruning_in_place_renumbers_the_same_rows_and_never_touches_an_embedded_part(monkeypatch):
     monkeypatch.setattr(compose, "SUBSET_UP_TO", 0)  # joined as tables, as large tails are
     node = A.seq(A.lit("["), A.repeat(A.seq(A.chars("ab"), A.lit(",")), 1, 6), A.lit("]"))
-    raw = compose_dfa(node)
+    raw = compose_dfa(node, A.part_dfa)
     assert raw.stats.get(compose.GROWABLE) and raw.transitions.flags.owndata
-    kept = A._prune(raw.transitions.copy(), raw.start, raw.accepting, raw.safe, minimize=False)
+    kept = A.prune(raw.transitions.copy(), raw.start, raw.accepting, raw.safe, minimize=False)
     table, n_raw = raw.transitions, raw.n_states
-    pruned = A._prune(table, raw.start, raw.accepting, raw.safe, minimize=False, in_place=True)
+    pruned = A.prune(table, raw.start, raw.accepting, raw.safe, minimize=False, in_place=True)
     assert pruned.transitions is table and table.shape[0] == pruned.n_states, "renumbered where it was, shrunk"
     assert np.array_equal(pruned.transitions, kept.transitions) and pruned.start == kept.start
     assert pruned.n_states < n_raw, "the join left states behind to drop"

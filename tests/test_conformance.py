@@ -7,7 +7,7 @@ Three layers, each through canitoolcall's own code:
   included) and the runner's ``evaluate`` (every check), plus the pytest plugin's ``assert_conforms``
   on each parse;
 * each whole family through ``canitoolcall.runner.run``, which spawns the adapter worker exactly as
-  ``canitoolcall run --engine toolgrammar.evaluate.conformance:CanIToolCallAdapter`` does, and whose pass table
+  ``canitoolcall run --engine toolgrammar.conformance:CanIToolCallAdapter`` does, and whose pass table
   must be the one published in ``examples/conformance-qwen3-hermes.md`` / ``conformance-qwen3-xml.md``;
 * the adapter's pieces: both incremental detokenizers against the fixtures' raw text, the vocabulary
   choice, the parse mode per family, the tool fallback, ``supports``.
@@ -170,7 +170,7 @@ def test_run_through_canitoolcall_runner_matches_the_published_table(tmp_path):
     """The real ``canitoolcall run`` path: a worker subprocess loads the adapter by its spec."""
     results = run(
         RunConfig(
-            engine="toolgrammar.evaluate.conformance:CanIToolCallAdapter",
+            engine="toolgrammar.conformance:CanIToolCallAdapter",
             families=[FAMILY],
             strategies=STRATEGIES,
             out_dir=tmp_path,
@@ -195,7 +195,7 @@ def test_run_the_xml_family_through_canitoolcall_runner(tmp_path):
     """``canitoolcall run ... --family qwen3-xml``: 54/54 on every parse, lenient mode, both vocabularies."""
     results = run(
         RunConfig(
-            engine="toolgrammar.evaluate.conformance:CanIToolCallAdapter",
+            engine="toolgrammar.conformance:CanIToolCallAdapter",
             families=[XML_FAMILY],
             strategies=STRATEGIES,
             out_dir=tmp_path,
@@ -331,7 +331,7 @@ def test_tools_the_grammar_rejects_still_get_checked_against_their_own_schema():
 @pytest.mark.parametrize(("path", "family", "n"), [(TABLE_FILE, FAMILY, 50), (XML_TABLE_FILE, XML_FAMILY, 54)])
 def test_results_table_file_names_the_command(path, family, n):
     published = path.read_text(encoding="utf-8")
-    assert f"canitoolcall run --engine toolgrammar.evaluate.conformance:CanIToolCallAdapter --family {family}" in published
+    assert f"canitoolcall run --engine toolgrammar.conformance:CanIToolCallAdapter --family {family}" in published
     for strategy in ALL_STRATEGIES:
         assert f"--strategy {strategy}" in published
     # The summary `canitoolcall run` prints.

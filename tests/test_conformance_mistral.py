@@ -1,4 +1,5 @@
-"""CanIToolCall's ``mistral`` family (47 fixtures) through :class:`toolgrammar.evaluate.conformance.CanIToolCallAdapter`.
+"""CanIToolCall's ``mistral`` family (47 fixtures) through
+:class:`toolgrammar.evaluate.conformance.CanIToolCallAdapter`.
 
 The replay and checks are CanIToolCall's own (:func:`canitoolcall.adapters.worker.replay`,
 :func:`canitoolcall.runner.evaluate`), every strategy of :data:`toolgrammar.evaluate.conformance.ALL_STRATEGIES`,

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from toolgrammar.formats import get_format
-from toolgrammar.runtime.engine import Cursor, TokenGrammar
+from toolgrammar.runtime.cursor import Cursor
+from toolgrammar.runtime.token_grammar import TokenGrammar
 from toolgrammar.testing import is_allowed, random_walk, replay
 from toolgrammar.turn.grammar import compile_turn
 from toolgrammar.turn.parser import parse_turn
@@ -274,9 +275,9 @@ def test_budgets_beyond_255_tokens_are_exact(vocab):
 
 def test_budget_bookkeeping_is_bounded(vocab, monkeypatch):
     """The per-state budget needs are an LRU: never more than MAX_NEEDS_STATES states, whatever is visited."""
-    import toolgrammar.runtime.engine as engine
+    import toolgrammar.runtime.token_grammar as token_grammar_module
 
-    monkeypatch.setattr(engine, "MAX_NEEDS_STATES", 8)
+    monkeypatch.setattr(token_grammar_module, "MAX_NEEDS_STATES", 8)
     tg = TokenGrammar(compile_turn(TOOLSETS["nested"], tool_choice="required"), vocab)
     states = [s for s in range(tg.n_states) if not tg.safe[s]][:20]
     assert len(states) == 20

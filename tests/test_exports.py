@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from toolgrammar.automata.automaton import EOS
+from toolgrammar.automata.nodes import EOS
 from toolgrammar.errors import GrammarError
 from toolgrammar.evaluate.compare import bundled_tools_path
 from toolgrammar.testing import accepts
@@ -43,7 +43,7 @@ from toolgrammar.turn.exports import (
 from toolgrammar.turn.grammar import TurnGrammar, compile_turn
 
 GRAMMARS = Path(__file__).resolve().parents[1] / "grammars"
-COMMAND = "python -m toolgrammar.turn.exports write grammars/"
+COMMAND = "python -m toolgrammar.exports write grammars/"
 
 Matcher = Callable[[str], bool]
 

@@ -26,7 +26,7 @@ from grammar_checks import (
     function_tool,
 )
 from toolgrammar.formats import get_format
-from toolgrammar.runtime.engine import TokenGrammar
+from toolgrammar.runtime.token_grammar import TokenGrammar
 from toolgrammar.turn.grammar import compile_turn
 from toolgrammar.turn.parser import parse_turn
 

@@ -18,8 +18,8 @@ from grammar_checks import GET_WEATHER, assert_masked, assert_never_masked, byte
 from toolgrammar.errors import ToolSchemaError
 from toolgrammar.formats import get_format
 from toolgrammar.formats.gemma4 import render_value
-from toolgrammar.runtime.engine import TokenGrammar
-from toolgrammar.schema.tools import load_tools
+from toolgrammar.runtime.token_grammar import TokenGrammar
+from toolgrammar.schema import load_tools
 from toolgrammar.testing import accepts
 from toolgrammar.turn.grammar import compile_turn
 from toolgrammar.turn.parser import parse_turn

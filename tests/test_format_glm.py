@@ -36,14 +36,16 @@ from grammar_checks import (
     schemas_of,
     walk_texts,
 )
-from toolgrammar.automata.automaton import DFA, compile_dfa
+from toolgrammar.automata.compile import compile_dfa
+from toolgrammar.automata.dfa import DFA
 from toolgrammar.errors import GrammarError, ToolSchemaError
 from toolgrammar.formats import FORMATS, get_format
 from toolgrammar.formats.glm import TAGS, VARIANTS, Glm45Format, GlmFormat, render_call
-from toolgrammar.runtime.engine import TokenGrammar
-from toolgrammar.schema.tools import Tool, ToolSet, load_tools
+from toolgrammar.formats.options import GrammarOptions
+from toolgrammar.runtime.token_grammar import TokenGrammar
+from toolgrammar.schema import Tool, ToolSet, load_tools
 from toolgrammar.testing import is_allowed
-from toolgrammar.turn.grammar import GrammarOptions, compile_turn
+from toolgrammar.turn.grammar import compile_turn
 from toolgrammar.turn.parser import TurnStreamParser, parse_turn
 
 GLM45 = "toolgrammar.formats.glm:Glm45Format"

@@ -16,8 +16,8 @@ import pytest
 from grammar_checks import GET_WEATHER, assert_masked, assert_never_masked, check_walks, function_tool
 from toolgrammar.formats import get_format
 from toolgrammar.formats.gpt_oss import harmony_vocabulary
-from toolgrammar.runtime.engine import TokenGrammar
-from toolgrammar.schema.tools import load_tools
+from toolgrammar.runtime.token_grammar import TokenGrammar
+from toolgrammar.schema import load_tools
 from toolgrammar.testing import accepts
 from toolgrammar.turn.grammar import compile_turn
 from toolgrammar.turn.parser import parse_turn

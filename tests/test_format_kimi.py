@@ -23,7 +23,7 @@ from toolgrammar.errors import GrammarError
 from toolgrammar.formats import get_format
 from toolgrammar.formats.calls import ToolCall
 from toolgrammar.formats.kimi import render_k2
-from toolgrammar.runtime.engine import TokenGrammar
+from toolgrammar.runtime.token_grammar import TokenGrammar
 from toolgrammar.testing import accepts
 from toolgrammar.turn.grammar import compile_turn
 from toolgrammar.turn.parser import parse_turn

@@ -34,7 +34,7 @@ def vocab() -> Any:
 
 
 def token_grammar(tools: Any, vocab: Any, **options: Any) -> Any:
-    from toolgrammar.runtime.engine import TokenGrammar
+    from toolgrammar.runtime.token_grammar import TokenGrammar
 
     return TokenGrammar(compile_turn(tools, format="llama3-json", cache=False, **options), vocab)
 
@@ -80,9 +80,9 @@ def test_the_python_tag_form_is_accepted(vocab: Any) -> None:
     from tokenizers import Tokenizer
 
     from toolgrammar.formats.llama3_json import LLAMA3_TOKENIZER
-    from toolgrammar.vocab import _package_file
+    from toolgrammar.packages import package_file
 
-    tok = Tokenizer.from_file(str(_package_file(LLAMA3_TOKENIZER[0], LLAMA3_TOKENIZER[1], *LLAMA3_TOKENIZER[2])))
+    tok = Tokenizer.from_file(str(package_file(LLAMA3_TOKENIZER[0], LLAMA3_TOKENIZER[1], *LLAMA3_TOKENIZER[2])))
     ids = tok.encode(text, add_special_tokens=False).ids
     assert ids[0] == 128010
     assert_never_masked(token_grammar(tools, vocab), ids, 128009)

@@ -20,12 +20,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolgrammar.automata.automaton import EOS
+from toolgrammar.automata.nodes import EOS
 from toolgrammar.errors import GrammarError, ToolSchemaError
 from toolgrammar.formats import get_format
 from toolgrammar.formats.llama4_pythonic.parser import render_value
-from toolgrammar.runtime.engine import TokenGrammar
-from toolgrammar.schema.tools import load_tools
+from toolgrammar.runtime.token_grammar import TokenGrammar
+from toolgrammar.schema import load_tools
 from toolgrammar.testing import accepts, random_walk, replay
 from toolgrammar.turn.grammar import TurnGrammar, compile_turn
 from toolgrammar.turn.parser import parse_turn

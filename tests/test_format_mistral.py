@@ -40,7 +40,7 @@ def vocabulary(name: str) -> Any:
 
 
 def token_grammar(tools: Any, fmt: str, **options: Any) -> Any:
-    from toolgrammar.runtime.engine import TokenGrammar
+    from toolgrammar.runtime.token_grammar import TokenGrammar
 
     return TokenGrammar(compile_turn(tools, format=fmt, cache=False, **options), vocabulary(fmt))
 

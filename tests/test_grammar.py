@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolgrammar.automata.automaton import EOS
+from toolgrammar.automata.nodes import EOS
 from toolgrammar.errors import GrammarError, ToolSchemaError
 from toolgrammar.testing import accepts, check_grammar
 from toolgrammar.turn.grammar import compile_turn
@@ -268,15 +268,16 @@ def test_required_with_no_tools_is_an_error():
 @pytest.mark.parametrize("toolset", sorted(TOOLSETS))
 def test_the_disk_cache_returns_the_same_automaton(toolset, tmp_path, monkeypatch):
     """A skeleton that does not ship, compiled by one process, is what the next one reads from disk."""
-    from toolgrammar.automata import automaton, skeletons
+    from toolgrammar import caches
+    from toolgrammar.automata import skeleton_store as skeletons
 
     monkeypatch.setenv("TOOLGRAMMAR_CACHE", str(tmp_path))
     monkeypatch.setattr(skeletons, "SHIPPED_DIR", tmp_path / "none-shipped")
-    automaton.clear_caches()
+    caches.clear("automata")
     first = compile_turn(TOOLSETS[toolset])
-    automaton.clear_caches()  # a new process: only the disk has it
+    caches.clear("automata")  # a new process: only the disk has it
     again = compile_turn(TOOLSETS[toolset])
-    automaton.clear_caches()
+    caches.clear("automata")
     assert not first.from_cache and again.from_cache
     assert (first.dfa.transitions == again.dfa.transitions).all()
     assert json.loads(first.options.key) == json.loads(again.options.key)

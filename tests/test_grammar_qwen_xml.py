@@ -16,13 +16,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grammar_checks import byte_distances, random_block
-from toolgrammar.automata.automaton import DFA, compile_dfa, to_regex
+from toolgrammar.automata.compile import compile_dfa
+from toolgrammar.automata.dfa import DFA
+from toolgrammar.automata.regex import to_regex
 from toolgrammar.errors import GrammarError
+from toolgrammar.formats.options import GrammarOptions
 from toolgrammar.formats.qwen_xml import QwenXmlFormat, render_call
 from toolgrammar.formats.qwen_xml.grammar import MARKUP, finite_number, text_value
 from toolgrammar.formats.qwen_xml.parser import VALUE_FORBIDDEN
-from toolgrammar.schema.tools import ToolSet, load_tools
-from toolgrammar.turn.grammar import GrammarOptions
+from toolgrammar.schema import ToolSet, load_tools
 from toolgrammar.turn.parser import parse_turn
 
 FIXTURE_DIR = Path(__import__("canitoolcall").__file__).parent / "_data" / "fixtures" / "qwen3-xml"
@@ -205,7 +207,7 @@ REJECTS = [
 @pytest.mark.parametrize("text", [t for _, t in REJECTS], ids=[n for n, _ in REJECTS])
 def test_rejects(text: str) -> None:
     if "<|im_end|>" in text:  # a control token is its own symbol, never a byte of a value
-        from toolgrammar.automata.automaton import SPECIAL
+        from toolgrammar.automata.nodes import SPECIAL
 
         data = text.encode().split(b"<|im_end|>")
         dfa = block_dfa("custom")

@@ -135,7 +135,7 @@ def test_free_text_logits_are_bit_identical_to_the_unconstrained_run(model, toke
 
 def proc_in_block_at(proc, out, inputs, row, step) -> bool:
     """Replay the row's tokens up to ``step`` on a fresh cursor (the processor keeps only the current state)."""
-    from toolgrammar.runtime.engine import Cursor
+    from toolgrammar.runtime.cursor import Cursor
 
     cursor = Cursor(proc.grammar, proc.max_new_tokens)
     start = inputs["input_ids"].shape[1]

@@ -12,10 +12,12 @@ import jsonschema
 import numpy as np
 import pytest
 
-from toolgrammar.automata import automaton, lazy
+from toolgrammar import automata as automaton
+from toolgrammar.automata import lazy, size
 from toolgrammar.errors import GrammarError, SchemaTooLargeError
 from toolgrammar.formats import FORMATS, get_format
-from toolgrammar.runtime.engine import Cursor, TokenGrammar
+from toolgrammar.runtime.cursor import Cursor
+from toolgrammar.runtime.token_grammar import TokenGrammar
 from toolgrammar.testing import allowed_ids, random_walk
 from toolgrammar.turn.grammar import compile_turn
 from toolgrammar.turn.parser import parse_turn
@@ -392,11 +394,11 @@ def item_at_a_time(monkeypatch):
 
     def compile_lazily(tools, **options):
         forget()
-        monkeypatch.setattr(automaton, "LAZY_REPEAT_FROM", 0)
+        monkeypatch.setattr(size, "LAZY_REPEAT_FROM", 0)
         try:
             return compile_turn(tools, cache=False, **options)
         finally:
-            monkeypatch.setattr(automaton, "LAZY_REPEAT_FROM", automaton_default)
+            monkeypatch.setattr(size, "LAZY_REPEAT_FROM", automaton_default)
             forget()
 
     automaton_default = automaton.LAZY_REPEAT_FROM

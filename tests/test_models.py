@@ -207,7 +207,7 @@ def test_a_model_id_not_in_the_cache_is_never_downloaded(monkeypatch, tmp_path):
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
     """A local model directory: the tiny model plus the Qwen3 tokenizer (with its chat template)."""
-    from toolgrammar.vocab import load_qwen3_tokenizer
+    from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
 
     directory = tmp_path_factory.mktemp("tiny-model")
     tiny_random_qwen3().save_pretrained(directory)

@@ -14,10 +14,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grammar_checks import random_trees
+from toolgrammar import automata as A
 from toolgrammar import native
-from toolgrammar.automata import automaton as A
-from toolgrammar.errors import TokenizerError
-from toolgrammar.runtime.engine import INF, TokenGrammar, TokenTable
+from toolgrammar.automata import dfa as D
+from toolgrammar.automata import subset
+from toolgrammar.errors import GrammarError, TokenizerError
+from toolgrammar.runtime.token_grammar import INF, TokenGrammar
+from toolgrammar.runtime.token_table import TokenTable
 from toolgrammar.turn.grammar import compile_turn
 
 from toolsets import TOOLSETS
@@ -52,10 +55,10 @@ def _allowed(mask, n):
 
 def _forget(monkeypatch, folder) -> None:
     """Nothing compiled before is reused: an empty cache folder, the in-memory caches emptied."""
-    from toolgrammar.runtime import engine
+    from toolgrammar import caches
 
     monkeypatch.setenv("TOOLGRAMMAR_CACHE", str(folder))
-    engine.clear_compiled()
+    caches.clear()
 
 
 def _grammars(vocab, tables, toolset, options, monkeypatch, tmp_path):
@@ -170,10 +173,10 @@ def test_minimize_reaches_moores_partition(seed, n, k):
     table = np.full((n, A.N_SYMBOLS), -1, dtype=np.int32)
     small, accepting, safe = _random_dfa(seed, n, k)
     table[:, :k] = small
-    got = A._minimize(table, 0, accepting, safe)
+    got = D._minimize(table, 0, accepting, safe)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(native.ENV, "0")
-        want = A._minimize(table, 0, accepting, safe)
+        want = D._minimize(table, 0, accepting, safe)
     for x, y in zip(got, want, strict=True):
         assert np.array_equal(np.asarray(x), np.asarray(y))
 
@@ -192,10 +195,10 @@ def test_minimize_splits_late_and_merges_long_chains():
     accepting = np.zeros(n, dtype=bool)
     accepting[[length - 1, 2 * length - 1]] = True
     safe = np.zeros(n, dtype=bool)
-    got = A._minimize(table, 0, accepting, safe)
+    got = D._minimize(table, 0, accepting, safe)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(native.ENV, "0")
-        want = A._minimize(table, 0, accepting, safe)
+        want = D._minimize(table, 0, accepting, safe)
     for x, y in zip(got, want, strict=True):
         assert np.array_equal(np.asarray(x), np.asarray(y))
     assert got[0].shape[0] == 2 * length + 1  # B merged into A (A's start stays apart: it reads "c")
@@ -297,8 +300,8 @@ def test_pruning_keeps_the_same_states(seed, n, k, minimize):
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv(native.ENV, on)
             try:
-                dfa = A._prune(table, 0, accepting, safe, minimize=minimize)
-            except A.GrammarError as error:
+                dfa = D.prune(table, 0, accepting, safe, minimize=minimize)
+            except GrammarError as error:
                 outcome.append(str(error))
             else:
                 outcome.append((dfa.transitions.tolist(), dfa.start, dfa.accepting.tolist(), dfa.safe.tolist()))
@@ -333,12 +336,12 @@ def _subset_both_ways(node: A.Node) -> tuple[object, object]:
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv(native.ENV, on)
             try:
-                dfa = A.subset_dfa(node, False)
-            except A.GrammarError as error:
+                dfa = A.reference_dfa(node)
+            except GrammarError as error:
                 outcome.append(str(error))
                 continue
         table, start, accepting, safe = dfa.transitions, dfa.start, dfa.accepting, dfa.safe
-        renumbered = A._canonical(table, start, accepting, safe)[0]
+        renumbered = D._canonical(table, start, accepting, safe)[0]
         assert np.array_equal(renumbered, table), "the states are not numbered breadth-first by symbol"
         outcome.append((table.tolist(), start, accepting.tolist(), safe.tolist(), dfa.stats["nfa_states"]))
     return outcome[0], outcome[1]
@@ -369,7 +372,7 @@ def test_subset_construction_of_real_grammars(toolset, options):
 def test_subset_construction_refuses_past_the_state_limit(monkeypatch):
     """Both loops stop at MAX_DFA_STATES with the same message (the core returns None, never a partial table)."""
     node = A.repeat(A.alt(A.lit("ab"), A.lit("a")), 0, 40)
-    monkeypatch.setattr(A, "MAX_DFA_STATES", 25)
+    monkeypatch.setattr(subset, "MAX_DFA_STATES", 25)
     with_core, without = _subset_both_ways(node)
     assert with_core == without == "grammar too large: more than 25 DFA states"
 
@@ -504,7 +507,7 @@ def test_a_json_string_walks_a_few_exits_not_the_trie(qwen3_vocab, tables, monke
 
 
 def test_the_text_exits_kept_per_table_are_bounded(qwen3_vocab):
-    from toolgrammar.runtime import engine
+    from toolgrammar.runtime import token_table as engine
 
     table = TokenTable(qwen3_vocab, native=True)  # its own: the shared fixture's exits are real ones
     for k in range(engine.MAX_TEXT_EXITS + 5):

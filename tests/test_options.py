@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from toolgrammar.errors import GrammarError
-from toolgrammar.turn.grammar import GrammarOptions, compile_turn
+from toolgrammar.formats.options import GrammarOptions
+from toolgrammar.turn.grammar import compile_turn
 
 TOOLS = [{"name": "t", "parameters": {"type": "object", "properties": {"a": {"type": "string"}}}}]
 

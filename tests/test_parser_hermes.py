@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from toolgrammar.formats.calls import ERROR_KINDS, CallError, ToolCall
 from toolgrammar.formats.checks import check_arguments, check_call
-from toolgrammar.formats.hermes.parser import JsonValueScanner, strict_block_close
-from toolgrammar.schema.tools import load_tools
+from toolgrammar.formats.hermes.parser import strict_block_close
+from toolgrammar.formats.json_text import JsonValueScanner
+from toolgrammar.schema import load_tools
 from toolgrammar.turn.parser import Delta, TurnStreamParser, accumulate, parse_turn
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -25,7 +25,7 @@ from toolgrammar.formats.qwen_xml.parser import (
     schema_types,
 )
 from toolgrammar.formats.qwen_xml.parser import parse_turn as qwen_parse
-from toolgrammar.schema.tools import Tool, ToolSet, load_tools
+from toolgrammar.schema import Tool, ToolSet, load_tools
 from toolgrammar.turn.parser import TurnStreamParser, accumulate, parse_turn
 
 FIXTURE_DIR = Path(__import__("canitoolcall").__file__).parent / "_data" / "fixtures" / "qwen3-xml"

@@ -24,19 +24,20 @@ from typing import Any, ClassVar
 
 import pytest
 
-from toolgrammar.automata.automaton import find_dispatches
+from toolgrammar.automata.nodes import find_dispatches
 from toolgrammar.errors import GrammarError
 from toolgrammar.formats import get_format
-from toolgrammar.formats.base import Markers
-from toolgrammar.turn import policy, structural_tag
 from toolgrammar.formats.hermes import HermesFormat
-from toolgrammar.schema.tools import load_tools
-from toolgrammar.turn.grammar import GrammarOptions, _NodeLowering, options_from_kwargs, turn_node
+from toolgrammar.formats.markers import Markers
+from toolgrammar.formats.options import GrammarOptions, options_from_kwargs
+from toolgrammar.schema import load_tools
+from toolgrammar.turn import policy, structural_tag
+from toolgrammar.turn.grammar import NodeLowering, turn_node
 from toolgrammar.turn.structural_tag import _block_tag, _TagLowering, turn_structural_tag
 
 TOOLS_FILE = Path(__file__).resolve().parents[1] / "examples" / "tools" / "seed_tools.json"
 TOOLS = load_tools(json.loads(TOOLS_FILE.read_text(encoding="utf-8")))
-LOWERINGS = (_NodeLowering, _TagLowering)
+LOWERINGS = (NodeLowering, _TagLowering)
 
 
 class ThinkEndsAtBlock(HermesFormat):
@@ -93,7 +94,7 @@ def test_a_part_type_without_a_method_is_refused() -> None:
     with pytest.raises(TypeError, match="newlines"):
         incomplete()
     with pytest.raises(TypeError, match="not a part"):
-        _NodeLowering()("text")  # type: ignore[arg-type]
+        NodeLowering()("text")  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -126,7 +127,7 @@ def test_both_lowerings_walk_every_part_of_the_same_policy(
     seen = _spy_lowerings(monkeypatch, fixed)
     turn_node(TOOLS, options, fmt)
     turn_structural_tag(_turn(options, fmt))
-    assert seen == {"_NodeLowering": every, "_TagLowering": every}
+    assert seen == {"NodeLowering": every, "_TagLowering": every}
 
 
 def test_the_grid_uses_every_part_type() -> None:
@@ -143,7 +144,7 @@ def test_a_block_that_ends_the_reasoning_is_lowered_for_the_engine_and_refused_b
     turn = policy.turn_policy(TOOLS, options, fmt)
     reasoning = next(p for p in turn.parts() if isinstance(p, policy.Reasoning))
     assert reasoning.ends_at_block and reasoning.unclosed_then is not None
-    lowering = _NodeLowering()
+    lowering = NodeLowering()
     lowering(turn.turn)
     assert lowering.lowered == {id(p) for p in turn.parts()}
     with pytest.raises(GrammarError, match="format's reasoning, which a block may end"):
@@ -182,7 +183,7 @@ def _attributes_read(obj: Any) -> set[str]:
 
 @pytest.mark.parametrize(
     "obj",
-    [turn_node, _NodeLowering, turn_structural_tag, structural_tag._refuse_unsayable, _TagLowering],
+    [turn_node, NodeLowering, turn_structural_tag, structural_tag._refuse_unsayable, _TagLowering],
     ids=lambda o: o.__qualname__,
 )
 def test_the_lowerings_decide_nothing(obj: Any) -> None:
@@ -381,7 +382,9 @@ def test_vllm_reexports_the_structural_tag() -> None:
 # ------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("module", ["toolgrammar.turn.policy", "toolgrammar.turn.grammar", "toolgrammar.turn.structural_tag"])
+@pytest.mark.parametrize(
+    "module", ["toolgrammar.turn.policy", "toolgrammar.turn.grammar", "toolgrammar.turn.structural_tag"]
+)
 def test_policy_and_its_lowerings_import_no_framework(module: str) -> None:
     code = (
         f"import sys, {module}\n"
@@ -414,7 +417,7 @@ def test_a_wrapped_content_and_a_turn_closer_are_lowered_by_every_target(reasoni
     first = texts[0].wrapper
     assert first == (("", "</r>") if reasoning == "disabled" else ("<r>", "</r>"))
     assert {p.before for p in fixed.parts() if isinstance(p, policy.End)} == {"</m>"}
-    assert _NodeLowering()(fixed.turn) is not None and _RuleLowering(fixed)(fixed.turn) is not None
+    assert NodeLowering()(fixed.turn) is not None and _RuleLowering(fixed)(fixed.turn) is not None
     lowering = _TagLowering("wrapped")
     assert lowering(texts[0])["type"] == ("tag" if reasoning == "disabled" else "optional")
     with pytest.raises(GrammarError, match="right before the end of the turn"):

@@ -11,15 +11,20 @@ import toolgrammar
 
 LIGHT_MODULES = [
     "toolgrammar",
-    "toolgrammar.schema.tools",
+    "toolgrammar.schema.loading",
     "toolgrammar.formats.calls",
     "toolgrammar.formats",
     "toolgrammar.formats.hermes",
-    "toolgrammar.automata.automaton",
+    "toolgrammar.automata",
+    "toolgrammar.automata.compile",
+    "toolgrammar.schema",
+    "toolgrammar.vocab",
     "toolgrammar.values.json_grammar",
     "toolgrammar.turn.grammar",
     "toolgrammar.turn.parser",
-    "toolgrammar.runtime.engine",
+    "toolgrammar.runtime.token_table",
+    "toolgrammar.runtime.token_grammar",
+    "toolgrammar.runtime.cursor",
     "toolgrammar.evaluate.other_shapes",
     "toolgrammar.runtime.steering",
 ]

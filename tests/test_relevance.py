@@ -1,4 +1,5 @@
-"""The relevance gate (``toolgrammar.evaluate.relevance``) and per-row steering (``ToolCallLogitsProcessor.steer_rows``).
+"""The relevance gate (``toolgrammar.evaluate.relevance``) and per-row steering
+(``ToolCallLogitsProcessor.steer_rows``).
 
 On the real Qwen tokenizer and the tiny random Qwen3 (151,936 logit columns): the yes/no tokens are found,
 a batched verdict equals the unbatched one and the formula on a plain forward, the processor steers only the
@@ -118,7 +119,7 @@ def test_the_question_lists_the_functions_and_the_last_request(tokenizer):
         "- get_weather(city, unit): Current weather for a city.",
         QUESTION,
     ]
-    from toolgrammar.schema.tools import load_tools
+    from toolgrammar.schema import load_tools
 
     assert relevance_question(messages, load_tools(WEATHER)) == text  # a ToolSet works too
     bare = relevance_question(_conversation("x"), [{"name": "ping"}])  # plain function dicts, no description
@@ -296,7 +297,8 @@ def test_combined_gate_says_yes_only_when_every_part_does(model, tokenizer, name
 
 def test_the_module_imports_no_framework():
     code = (
-        "import sys, toolgrammar.evaluate.relevance\nprint(','.join(m for m in ('torch', 'transformers') if m in sys.modules))"
+        "import sys, toolgrammar.evaluate.relevance\n"
+        "print(','.join(m for m in ('torch', 'transformers') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
@@ -516,7 +518,7 @@ def test_gate_options_are_checked(tmp_path):
 
 
 def test_cli_steer_gate_option(tmp_path, capsys):
-    from toolgrammar.cli.app import main
+    from toolgrammar.cli import main
 
     assert main(["compare", "--no-progress", "--steer-gate", "maybe", "--out", str(tmp_path / "o")]) == 2
     assert "--steer-gate must be one of none, pmi, question" in capsys.readouterr().err
@@ -527,7 +529,7 @@ def test_cli_steer_gate_option(tmp_path, capsys):
 
 def test_tiny_model_gate_end_to_end(tmp_path):
     """The real backend: the gate's verdicts reach the processor; rows it says no to are never steered."""
-    from toolgrammar.evaluate.compare import HFGenerator, _initial_messages, prepare
+    from toolgrammar.evaluate.compare import HFGenerator, initial_messages, prepare
     from toolgrammar.evaluate.models import load_model
 
     config = CompareConfig(model="tiny-random", limit=2, max_new_tokens=48, temperature=0.0, progress=False,
@@ -536,7 +538,7 @@ def test_tiny_model_gate_end_to_end(tmp_path):
     loaded = load_model("tiny-random")
     generator = HFGenerator(loaded, tools, config)
     generator.prepare()
-    messages = [_initial_messages(t, config) for t in tasks]
+    messages = [initial_messages(t, config) for t in tasks]
     verdicts = generator.relevance(messages, tools.to_openai())
     direct = RelevanceGate(generator.model, generator.tokenizer, method="pmi")(
         [(m, tools.to_openai()) for m in messages]

@@ -29,16 +29,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolgrammar.automata.automaton import DFA, compile_dfa, estimate_size, to_regex
+from toolgrammar.automata.compile import compile_dfa
+from toolgrammar.automata.dfa import DFA
+from toolgrammar.automata.regex import to_regex
+from toolgrammar.automata.size import estimate_size
 from toolgrammar.errors import SchemaTooLargeError, ToolSchemaError, ToolSchemaWarning
-from toolgrammar.schema.numbers import Bounds, integer_node
-from toolgrammar.schema.string_formats import FORMAT_CHECKER, FORMATS, is_date_time, is_time, is_uri
-from toolgrammar.schema.strings import constrained_text, parse_pattern, string_language
-from toolgrammar.schema.tools import load_tools
+from toolgrammar.schema import FORMAT_CHECKER, FORMATS, Bounds, load_tools, string_language
+from toolgrammar.schema.format_checker import is_date_time, is_time, is_uri
+from toolgrammar.schema.patterns import parse_pattern
 from toolgrammar.testing import accepts
 from toolgrammar.turn.grammar import compile_turn
 from toolgrammar.turn.parser import parse_turn
 from toolgrammar.values.json_grammar import SchemaContext, Whitespace, integer_value, number_value, string_value
+from toolgrammar.values.numbers import integer_node
+from toolgrammar.values.strings import constrained_text
 
 CTX = SchemaContext(ws=Whitespace.canonical(), tool="t")
 

@@ -25,7 +25,7 @@ from toolgrammar.integrations.serving import (
     request_setting,
     tool_choice_option,
 )
-from toolgrammar.schema.tools import load_tools
+from toolgrammar.schema import load_tools
 
 TOOLS = [
     {

@@ -12,12 +12,15 @@ from typing import Any
 
 import pytest
 
-import toolgrammar.automata.automaton as automaton
-from toolgrammar.automata.automaton import MAX_ESTIMATED_SIZE, estimate_size
+from toolgrammar import automata as automaton
+from toolgrammar.automata import compile as automata_compile
+from toolgrammar.automata import size, subset
+from toolgrammar.automata.size import MAX_ESTIMATED_SIZE, estimate_size
 from toolgrammar.errors import SchemaTooLargeError, ToolSchemaError
 from toolgrammar.formats import get_format
-from toolgrammar.schema.tools import load_tools
-from toolgrammar.turn.grammar import compile_turn, options_from_kwargs
+from toolgrammar.formats.options import options_from_kwargs
+from toolgrammar.schema import load_tools
+from toolgrammar.turn.grammar import compile_turn
 
 from toolsets import TOOLSETS
 
@@ -97,9 +100,10 @@ def no_automaton(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         calls.append("built")
         raise AssertionError("an automaton was built before the size check refused the schema")
 
-    monkeypatch.setattr(automaton, "compile_dfa", refuse)
+    monkeypatch.setattr(automata_compile, "compile_dfa", refuse)
+    monkeypatch.setattr("toolgrammar.automata.skeleton.compile_dfa", refuse)
     monkeypatch.setattr("toolgrammar.turn.grammar.compile_dfa", refuse)
-    monkeypatch.setattr(automaton._NFA, "new", refuse)
+    monkeypatch.setattr(subset._NFA, "new", refuse)
     return calls
 
 
@@ -137,7 +141,7 @@ def test_refusal_is_linear_in_the_schema() -> None:
     # properties visits each node of their tree (about fifty per property) a bounded number of times,
     # although the estimate itself counts the n^2/2 pairs of the subset construction.
     visits = 0
-    original = automaton._estimate
+    original = size._estimate
 
     def counting(node: automaton.Node, sub: Any) -> int:
         nonlocal visits
@@ -146,7 +150,7 @@ def test_refusal_is_linear_in_the_schema() -> None:
 
     tools = load_tools(optional_strings(1000))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(automaton, "_estimate", counting)
+        mp.setattr(size, "_estimate", counting)
         with pytest.raises(SchemaTooLargeError):
             compile_turn(tools, cache=False)
     assert 1000 < visits < 100 * 1000
@@ -219,7 +223,7 @@ def test_a_refused_part_is_named_where_each_tool_uses_it() -> None:
 def test_the_whole_automaton_is_refused_where_an_array_is_built_an_item_at_a_time(tmp_path, capsys) -> None:
     """``TurnGrammar.dfa`` (every item at once) says why it is not built; ``toolgrammar grammar`` compiles the
     tool list all the same and says it has no whole automaton to count."""
-    from toolgrammar.cli.app import main
+    from toolgrammar.cli import main
     from toolgrammar.errors import GrammarError
 
     tools = array_of_objects(200)

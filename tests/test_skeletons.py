@@ -9,29 +9,32 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from toolgrammar.automata import automaton as A
-from toolgrammar.automata import skeletons
+import toolgrammar
+from toolgrammar import automata as A
+from toolgrammar import cache, caches
+from toolgrammar.automata import skeleton_store
 from toolgrammar.formats import get_format
-from toolgrammar.schema import tools
-from toolgrammar.schema.tools import load_tools
-from toolgrammar.turn.grammar import compile_turn, options_from_kwargs, turn_node
+from toolgrammar.formats.options import options_from_kwargs
+from toolgrammar.schema import clear_recent, load_tools
+from toolgrammar.turn import shipped_skeletons
+from toolgrammar.turn.grammar import compile_turn, turn_node
 
 TOOLS = [
     {"name": "lookup_order", "parameters": {"type": "object", "properties": {"id": {"type": "integer"}}}},
     {"name": "cancel_order", "parameters": {"type": "object", "properties": {"id": {"type": "integer"}}}},
     {"name": "ping"},
 ]
-REGENERATE = "run `python -m toolgrammar.automata.skeletons` to rewrite src/toolgrammar/data/skeletons/"
+REGENERATE = "run `python -m toolgrammar.turn.shipped_skeletons` to rewrite src/toolgrammar/data/skeletons/"
 
 
 @pytest.fixture(autouse=True)
 def _fresh(monkeypatch: pytest.MonkeyPatch):
     """No skeleton compiled or read before; the disk cache of whole grammars off (it would serve them)."""
     monkeypatch.setenv("TOOLGRAMMAR_CACHE", "off")
-    A.clear_caches()
-    tools.clear_recent()
+    caches.clear("automata")
+    clear_recent()
     yield
-    A.clear_caches()
+    caches.clear("automata")
 
 
 def _node(fmt: str = "hermes", **options) -> A.Node:
@@ -41,9 +44,9 @@ def _node(fmt: str = "hermes", **options) -> A.Node:
 def test_every_shipped_skeleton_is_what_the_grammar_compiles_now():
     """Golden files: every configuration compiled afresh, against the shipped file of its key (none
     missing, none different, none left over)."""
-    problems = skeletons.differences()
+    problems = shipped_skeletons.differences()
     assert problems == [], f"{len(problems)} shipped skeleton(s) out of date, e.g. {problems[:3]}: {REGENERATE}"
-    assert len(list(skeletons.SHIPPED_DIR.glob("*.npz"))) > 100  # every format x policy, not a handful
+    assert len(list(skeleton_store.SHIPPED_DIR.glob("*.npz"))) > 100  # every format x policy, not a handful
 
 
 @pytest.mark.parametrize(
@@ -55,7 +58,7 @@ def test_a_turn_reads_its_skeleton_from_the_package_and_it_is_the_compiled_one(f
     """Another tool list than the one the files were made with: the skeleton holds no tool, so it is read."""
     read = A.compile_skeleton(_node(fmt, **options))
     assert read.dfa.stats.get("shipped") is True, f"{fmt} {options}: not shipped ({REGENERATE})"
-    A.clear_caches()
+    caches.clear("automata")
     compiled = A.compile_skeleton(_node(fmt, **options), shipped=False)
     assert "shipped" not in compiled.dfa.stats and compiled.key == read.key
     assert np.array_equal(read.dfa.transitions, compiled.dfa.transitions) and read.dfa.start == compiled.dfa.start
@@ -71,17 +74,17 @@ def test_a_configuration_not_shipped_is_compiled_silently():
         warnings.simplefilter("error")
         skeleton = A.compile_skeleton(node)
     assert "shipped" not in skeleton.dfa.stats
-    assert not (skeletons.SHIPPED_DIR / f"{skeleton.key}.npz").exists()
+    assert not (skeleton_store.SHIPPED_DIR / f"{skeleton.key}.npz").exists()
 
 
 @pytest.mark.parametrize("damage", ["garbage", "edited", "points"])
 def test_a_damaged_shipped_skeleton_is_compiled_instead_with_a_warning(tmp_path, monkeypatch, damage):
     key = A.compile_skeleton(_node(), shipped=False).key
-    A.clear_caches()
+    caches.clear("automata")
     folder = tmp_path / "skeletons"
     folder.mkdir()
     path = folder / f"{key}.npz"
-    shutil.copy(skeletons.SHIPPED_DIR / path.name, path)
+    shutil.copy(skeleton_store.SHIPPED_DIR / path.name, path)
     if damage == "garbage":
         path.write_bytes(b"not an npz file" * 10)
     else:
@@ -90,24 +93,24 @@ def test_a_damaged_shipped_skeleton_is_compiled_instead_with_a_warning(tmp_path,
         if damage == "edited":  # a transition changed, the digest left as it was
             t = arrays["transitions"].copy()
             t[0, ord("a")] = 0 if t[0, ord("a")] != 0 else 1
-            stamped = skeletons.cache.stamped(skeletons.KIND, key, arrays)
+            stamped = cache.stamped(skeleton_store.KIND, key, arrays)
             arrays = {**stamped, "transitions": t}
         else:  # consistent digest, but points that are not where the holes are
             arrays["points"] = arrays["points"] + 1
-            arrays = skeletons.cache.stamped(skeletons.KIND, key, arrays)
+            arrays = cache.stamped(skeleton_store.KIND, key, arrays)
         with open(path, "wb") as handle:
             np.savez_compressed(handle, **arrays)
-    monkeypatch.setattr(skeletons, "SHIPPED_DIR", folder)
+    monkeypatch.setattr(skeleton_store, "SHIPPED_DIR", folder)
     with pytest.warns(RuntimeWarning, match=path.name):
         skeleton = A.compile_skeleton(_node())
     assert "shipped" not in skeleton.dfa.stats  # compiled
-    A.clear_caches()
+    caches.clear("automata")
     reference = A.compile_skeleton(_node(), shipped=False)
     assert np.array_equal(skeleton.dfa.transitions, reference.dfa.transitions)
 
 
 def test_the_shipped_files_are_package_data():
     """Installed with the package (pyproject's package-data takes data/**), next to the module."""
-    assert Path(skeletons.__file__).parent / "data" / "skeletons" == skeletons.SHIPPED_DIR
+    assert Path(toolgrammar.__file__).parent / "data" / "skeletons" == skeleton_store.SHIPPED_DIR
     pyproject = (Path(__file__).parents[1] / "pyproject.toml").read_text()
     assert '"data/**/*"' in pyproject

@@ -1,4 +1,4 @@
-"""Tests of toolgrammar.schema.tools: loading, validation errors, normalization, fingerprints, the real corpus."""
+"""Tests of toolgrammar.schema: loading, validation errors, normalization, fingerprints, the real corpus."""
 
 from __future__ import annotations
 
@@ -19,8 +19,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolgrammar.errors import ToolgrammarError, ToolSchemaError, ToolSchemaWarning
-from toolgrammar.schema import tools
-from toolgrammar.schema.tools import ANNOTATION_KEYWORDS, SUPPORTED_KEYWORDS, Tool, ToolSet, load_tools
+from toolgrammar.schema import (
+    ANNOTATION_KEYWORDS,
+    SUPPORTED_KEYWORDS,
+    Tool,
+    ToolSet,
+    copies,
+    load_tools,
+    loading,
+    normalize,
+    plain,
+)
+from toolgrammar.schema import toolset as toolset_module
+from toolgrammar.schema.arguments import BAD_ARGUMENT_CHARACTER
 
 WEATHER = {
     "type": "function",
@@ -1150,10 +1161,10 @@ def test_fingerprint_is_the_hash_of_the_canonical_payload() -> None:
     for mode in ("schema", "strings"):
         toolset = load_tools(entries, mode=mode)
         payload = {
-            "version": tools._FINGERPRINT_VERSION,
+            "version": toolset_module.FINGERPRINT_VERSION,
             "mode": mode,
             "tools": [
-                {"name": t.name, "description": t.description, "parameters": tools._canonical(t.parameters)}
+                {"name": t.name, "description": t.description, "parameters": toolset_module._canonical(t.parameters)}
                 for t in toolset
             ],
         }
@@ -1163,7 +1174,7 @@ def test_fingerprint_is_the_hash_of_the_canonical_payload() -> None:
 
 def test_fingerprint_is_the_same_in_another_process() -> None:
     code = (
-        "import json, sys; from toolgrammar.schema.tools import load_tools; "
+        "import json, sys; from toolgrammar.schema import load_tools; "
         "print(load_tools(json.loads(sys.argv[1])).fingerprint)"
     )
     src = str(Path(__file__).resolve().parents[1] / "src")
@@ -1474,7 +1485,7 @@ def test_the_cli_refuses_lone_surrogates_with_exit_code_2(tmp_path: Path, comman
     )
     src = str(Path(__file__).resolve().parents[1] / "src")
     done = subprocess.run(
-        [sys.executable, "-c", "import sys; from toolgrammar.cli.app import main; sys.exit(main(sys.argv[1:]))", *args],
+        [sys.executable, "-c", "import sys; from toolgrammar.cli import main; sys.exit(main(sys.argv[1:]))", *args],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": src, "TOOLGRAMMAR_CACHE": "off"},
@@ -1524,9 +1535,9 @@ def test_definitions_a_ref_inlined_are_not_meta_checked_again(monkeypatch: pytes
         real(schema, *args, **kwargs)
 
     monkeypatch.setattr(jsonschema.Draft202012Validator, "check_schema", counting)
-    monkeypatch.setattr(tools, "_META_CHECK", False)
+    monkeypatch.setattr(normalize, "_META_CHECK", False)
     monkeypatch.setenv("TOOLGRAMMAR_CACHE", "off")  # normalized now, not read back
-    tools.clear_recent()
+    loading.clear_recent()
     used = {"type": "object", "properties": {"x": {"type": "integer"}}, "$defs": {"Inner": {"type": "string"}}}
     unused = {"type": "boolean"}
     params = {**obj(a={"$ref": "#/$defs/Used"}), "$defs": {"Used": used, "Unused": unused}}
@@ -1538,23 +1549,23 @@ def test_definitions_a_ref_inlined_are_not_meta_checked_again(monkeypatch: pytes
     assert info.value.pointer == "/$defs/Used/$defs/Inner/anyOf"
     # A schema the fast path reads (definitions at the root only): the same definitions are meta-checked.
     checked.clear()
-    tools.clear_recent()
+    loading.clear_recent()
     flat = {"type": "object", "properties": {"x": {"type": "integer"}}}
     params = {**obj(a={"$ref": "#/$defs/Used"}, b={"$ref": "#/$defs/Used"}), "$defs": {"Used": flat, "Unused": unused}}
-    normalizer = tools._Normalizer("t", params)
+    normalizer = normalize.Normalizer("t", params)
     assert normalizer.run()["properties"]["b"]["properties"] == {"x": {"type": "integer"}}
     assert normalizer.plain and normalizer.inlined == {"/$defs/Used"}
     assert checked == [unused]
     params["$defs"]["Unused"] = {"anyOf": []}
     with pytest.raises(ToolSchemaError, match=r"invalid schema in .*checked even when no \$ref uses it") as info:
-        tools._Normalizer("t", params).run()
+        normalize.Normalizer("t", params).run()
     assert info.value.pointer == "/$defs/Unused/anyOf"
 
 
 def _careful_copy(entry: dict[str, Any], tool: str) -> Any:
     """What ``_copy_entry`` did before its fast path: the pointer-building copy of every value."""
     return {
-        key: _careful_copy(value, tool) if key == "function" else tools._plain(value, "", tool=tool)
+        key: _careful_copy(value, tool) if key == "function" else copies.plain_data(value, "", tool=tool)
         for key, value in entry.items()
     }
 
@@ -1587,10 +1598,10 @@ def test_the_fast_entry_copy_equals_the_careful_one(parameters: Any, function: b
         expected = _careful_copy(entry, "f")
     except ToolSchemaError as error:
         with pytest.raises(ToolSchemaError) as got:
-            tools._copy_entry(entry, "f")
+            copies.copy_entry(entry, "f")
         assert str(got.value) == str(error)
         return
-    copied = tools._copy_entry(entry, "f")
+    copied = copies.copy_entry(entry, "f")
     assert copied == expected  # NaN is refused above, so equality is well defined
     assert json.dumps(copied) == json.dumps(expected)  # same key order
     inner = copied.get("function", copied)
@@ -1789,10 +1800,10 @@ def _fast_equals_careful(root: Any, name: str = "") -> bool:
     where the careful one refuses); whether it read ``root``."""
     inlined: set[str] = set()
     try:
-        fast = tools._plain_parameters(copy.deepcopy(root), inlined)
-    except tools._NotPlain:
+        fast = plain.plain_parameters(copy.deepcopy(root), inlined)
+    except copies.NotPlain:
         fast = None
-    careful_normalizer = tools._Normalizer("f", root)
+    careful_normalizer = normalize.Normalizer("f", root)
     try:
         careful = careful_normalizer.node(root, "", ancestors=(), top=True)
     except ToolSchemaError:
@@ -1835,8 +1846,8 @@ def test_the_fast_normalizer_takes_plain_tool_lists() -> None:
         for entry in toolset(shape, n, salt="t").tools:
             params = entry["function"]["parameters"]
             inlined: set[str] = set()
-            fast = tools._plain_parameters(copy.deepcopy(params), inlined)
-            careful = tools._Normalizer("f", params)
+            fast = plain.plain_parameters(copy.deepcopy(params), inlined)
+            careful = normalize.Normalizer("f", params)
             assert fast == careful.node(params, "", ancestors=(), top=True)
             assert inlined == careful.inlined
             refs += len(inlined)
@@ -1846,7 +1857,7 @@ def test_the_fast_normalizer_takes_plain_tool_lists() -> None:
 def test_a_tool_seen_in_another_list_is_reused(monkeypatch: pytest.MonkeyPatch) -> None:
     """A server sees new lists of tools it has seen: each tool is validated once per entry text (strict
     loads), and a new list reuses it; the cache is bounded, and refusals are never kept."""
-    tools.clear_recent()
+    loading.clear_recent()
     a, b, c = (entry(obj(x={"type": "integer"}), name=n) for n in ("a", "b", "c"))
     first = load_tools([a, b])
     second = load_tools([c, b, a])
@@ -1861,10 +1872,10 @@ def test_a_tool_seen_in_another_list_is_reused(monkeypatch: pytest.MonkeyPatch) 
     for listed in ([bad], [a, bad]):
         with pytest.raises(ToolSchemaError, match="unknown type"):
             load_tools(listed)
-    monkeypatch.setattr(tools, "MAX_RECENT_TOOLS", 2)
-    tools.clear_recent()
+    monkeypatch.setattr(loading, "MAX_RECENT_TOOLS", 2)
+    loading.clear_recent()
     load_tools([a, b, c])
-    assert len(tools._recent_tools) == 2
+    assert len(loading._recent_tools) == 2
 
 
 @pytest.mark.parametrize(
@@ -1887,7 +1898,7 @@ def test_data_that_only_looks_like_a_loaded_entry_is_refused_as_when_cold(unlike
     assert json.dumps(good) == json.dumps(bad) and good != bad
     other = entry(obj(q={"type": "string"}), name="other")
     for remembered in ([good], [other, good]):
-        tools.clear_recent()
+        loading.clear_recent()
         with pytest.raises(ToolSchemaError, match=re.escape(error)):
             load_tools([bad])
         load_tools(remembered)
@@ -1901,16 +1912,16 @@ def test_an_entry_is_copied_from_its_text_only_where_that_copy_is_plain() -> Non
     """The copy read back from an entry's JSON text is used only where it equals the entry; text that may hold a
     surrogate goes to the careful copy, which refuses a lone one."""
     plain = {"name": "f", "description": "caf\u00e9", "parameters": {"type": "object", "properties": {}}}
-    copied = tools._copy_of_text(plain, tools._ENTRY_TEXT.encode(plain))
+    copied = copies.copy_of_text(plain, loading._ENTRY_TEXT.encode(plain))
     assert copied == plain and copied is not plain and copied["parameters"] is not plain["parameters"]
     astral = {**plain, "description": "\U0001f600"}  # written as a surrogate pair: the careful copy takes it
-    assert tools._copy_of_text(astral, tools._ENTRY_TEXT.encode(astral)) is None
-    tools.clear_recent()
+    assert copies.copy_of_text(astral, loading._ENTRY_TEXT.encode(astral)) is None
+    loading.clear_recent()
     assert load_tools([astral])["f"].description == "\U0001f600"
-    assert tools._copy_of_text({"name": "f", "x": (1,)}, '{"name": "f", "x": [1]}') is None
+    assert copies.copy_of_text({"name": "f", "x": (1,)}, '{"name": "f", "x": [1]}') is None
     lone = {"name": "f", "description": "a\ud800b"}
-    assert tools._copy_of_text(lone, tools._ENTRY_TEXT.encode(lone)) is None
-    tools.clear_recent()
+    assert copies.copy_of_text(lone, loading._ENTRY_TEXT.encode(lone)) is None
+    loading.clear_recent()
     with pytest.raises(ToolSchemaError, match="lone surrogate"):
         load_tools([lone])
 
@@ -1920,10 +1931,10 @@ def test_remembered_lists_serve_their_warnings_to_every_thread(monkeypatch: pyte
     microsecond): every load returns its own list and gives its own warning, and none fails."""
     import threading
 
-    monkeypatch.setattr(tools, "MAX_RECENT_LISTS", 2)
+    monkeypatch.setattr(loading, "MAX_RECENT_LISTS", 2)
     lists = [[entry(obj(**{f"x{i}": {"type": "integer", "nullable": True}}), name=f"t{i}")] for i in range(5)]
     heard = threading.local()
-    monkeypatch.setattr(tools, "_warn", lambda notes, stacklevel=3: heard.notes.extend(notes))
+    monkeypatch.setattr(loading, "_warn", lambda notes, stacklevel=3: heard.notes.extend(notes))
     failures: list[str] = []
 
     def work(k: int) -> None:
@@ -1942,7 +1953,7 @@ def test_remembered_lists_serve_their_warnings_to_every_thread(monkeypatch: pyte
     old = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
     try:
-        tools.clear_recent()
+        loading.clear_recent()
         threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
         for t in threads:
             t.start()
@@ -1951,7 +1962,7 @@ def test_remembered_lists_serve_their_warnings_to_every_thread(monkeypatch: pyte
     finally:
         sys.setswitchinterval(old)
     assert not failures, failures[:3]
-    assert len(tools._recent) <= 2
+    assert len(loading._recent) <= 2
 
 
 _CACHE_SUBSCHEMAS = [
@@ -1997,7 +2008,7 @@ def _read_everything(entries: list[dict[str, Any]], lenient: bool) -> tuple[str,
     """:func:`_outcome` of a load that keeps and reads no cache."""
     notes: list[str] = []
     try:
-        got = tools._load_entries(entries, "schema", lenient, notes)
+        got = loading._load_entries(entries, "schema", lenient, notes)
     except ToolSchemaError as error:
         return ("error", str(error))
     return ("tools", got.fingerprint, json.dumps([t.source for t in got]), *notes)
@@ -2016,10 +2027,10 @@ def test_the_caches_never_change_what_loading_returns(loads: list[tuple[list[dic
         old = os.environ.get("TOOLGRAMMAR_CACHE")
         os.environ["TOOLGRAMMAR_CACHE"] = root
         try:
-            tools.clear_recent()
+            loading.clear_recent()
             for entries, lenient, forget in loads:
                 if forget:
-                    tools.clear_recent()
+                    loading.clear_recent()
                 cached = _outcome(lambda e=entries, lenient=lenient: load_tools(e, lenient=lenient))
                 assert cached == _read_everything(entries, lenient)
         finally:
@@ -2027,7 +2038,7 @@ def test_the_caches_never_change_what_loading_returns(loads: list[tuple[list[dic
                 os.environ.pop("TOOLGRAMMAR_CACHE", None)
             else:
                 os.environ["TOOLGRAMMAR_CACHE"] = old
-            tools.clear_recent()
+            loading.clear_recent()
 
 
 def _real_parameters() -> list[tuple[str, Any]]:
@@ -2061,7 +2072,7 @@ def test_argument_names_refused_by_the_pattern_are_the_unicode_categories() -> N
     import unicodedata
 
     expected = {c for c in map(chr, range(0x110000)) if c in "<>=" or unicodedata.category(c) in ("Cc", "Zl", "Zp")}
-    found = {c for c in map(chr, range(0x110000)) if tools._BAD_ARGUMENT_CHARACTER.search(c)}
+    found = {c for c in map(chr, range(0x110000)) if BAD_ARGUMENT_CHARACTER.search(c)}
     assert found == expected
 
 
@@ -2069,7 +2080,7 @@ def test_load_tools_lenient_returns_the_reports_it_would_warn() -> None:
     """The notes are the warnings' messages, in order, and none escapes as a warning."""
     import warnings
 
-    from toolgrammar.schema.tools import load_tools_lenient
+    from toolgrammar.schema import load_tools_lenient
 
     dirty = [{"name": "f", "parameters": {"type": "object", "properties": {
         "a": {"type": "number", "format": "float"}, "b": {"type": "string", "optional": True}}}}]  # fmt: skip

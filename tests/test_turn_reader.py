@@ -18,11 +18,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolgrammar.formats.base import Markers, ToolCallFormat
+from toolgrammar.formats.base import ToolCallFormat
 from toolgrammar.formats.calls import Block, CallError, ToolCall
 from toolgrammar.formats.checks import check_call
+from toolgrammar.formats.markers import Markers
 from toolgrammar.formats.reader import NOT_A_BLOCK, NotABlock, Opener, TurnStreamState, read_turn
-from toolgrammar.schema.tools import ToolSet, load_tools
+from toolgrammar.schema import ToolSet, load_tools
 from toolgrammar.turn.parser import TurnStreamParser, accumulate, parse_turn
 
 MARKERS = Markers(block_open="[[CALL]]", block_close="[[/CALL]]")

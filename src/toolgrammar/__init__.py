@@ -12,11 +12,15 @@ Public API (everything else is internal)::
   :func:`generate_turn` does a whole turn with it (chat template, generate, decode, parse), the
   token budget given once.
 - :func:`run_compare` runs free and constrained sampling side by side (the ``compare`` command).
-- ``toolgrammar.integrations.vllm`` plugs the same grammar into vLLM.
+- ``toolgrammar.hf``, ``toolgrammar.vllm`` and ``toolgrammar.outlines`` are the integrations' public paths.
 
-Import boundaries: ``tools``, ``turn``, ``formats``, ``automaton``, ``json_grammar``, ``grammar`` and
-``parser`` import no torch, transformers or vLLM (a test enforces it); ``engine`` needs numpy only;
-``hf``, ``hf_generate``, ``compare`` and ``vllm`` import their frameworks, lazily from here.
+The package is built in layers, each importing only the layers beneath it (``docs/architecture.md``
+draws them; ``lint-imports`` checks them with the contracts in ``pyproject.toml``), bottom up:
+the ground modules (``errors``, ``cache``, ``caches``, ``packages``, ``native``, ``bundled``);
+``schema``, ``automata`` and ``vocab``, side by side and blind to each other; ``values`` (JSON Schema
+lowered to automata); ``formats``; ``turn``; ``runtime``; ``integrations``; ``evaluate``; ``cli`` and
+``testing``. Everything below ``runtime``'s torch-facing modules imports no torch, transformers or vLLM;
+the names here are resolved lazily, so ``import toolgrammar`` imports none of them.
 """
 
 from __future__ import annotations
@@ -27,9 +31,9 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _LAZY = {
-    "load_tools": "toolgrammar.schema.tools",
-    "Tool": "toolgrammar.schema.tools",
-    "ToolSet": "toolgrammar.schema.tools",
+    "load_tools": "toolgrammar.schema.loading",
+    "Tool": "toolgrammar.schema.toolset",
+    "ToolSet": "toolgrammar.schema.toolset",
     "compile_turn": "toolgrammar.turn.grammar",
     "GrammarOptions": "toolgrammar.turn.grammar",
     "TurnGrammar": "toolgrammar.turn.grammar",
@@ -108,7 +112,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from toolgrammar.formats.calls import ERROR_KINDS, CallError, ToolCall, TurnParse
     from toolgrammar.integrations.hf import TokenBudgetWarning, ToolCallLogitsProcessor
     from toolgrammar.integrations.hf_generate import GeneratedTurn, generate_turn, generate_turns
-    from toolgrammar.schema.tools import Tool, ToolSet, load_tools
+    from toolgrammar.schema import Tool, ToolSet, load_tools
     from toolgrammar.turn.grammar import GrammarOptions, TurnGrammar, compile_turn
     from toolgrammar.turn.parser import TurnStreamParser, parse_turn
     from toolgrammar.vocab import Vocabulary

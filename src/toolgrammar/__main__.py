@@ -2,6 +2,6 @@
 
 import sys
 
-from toolgrammar.cli.app import main
+from toolgrammar.cli import main
 
 sys.exit(main())

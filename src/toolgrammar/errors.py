@@ -43,7 +43,7 @@ class ToolSchemaError(ToolgrammarError, ValueError):
 class SchemaTooLargeError(ToolSchemaError):
     """A part of a tool's schema whose automaton would be too large to build in reasonable time and memory.
 
-    Raised before any automaton is built, from :func:`toolgrammar.automata.automaton.estimate_size`; ``pointer``
+    Raised before any automaton is built, from :func:`toolgrammar.automata.size.estimate_size`; ``pointer``
     names the smallest part over the limit and the message says what would make it fit.
 
     Attributes (besides :class:`ToolSchemaError`'s)
@@ -51,7 +51,7 @@ class SchemaTooLargeError(ToolSchemaError):
     estimate : int
         The part's estimated size.
     limit : int
-        :data:`toolgrammar.automata.automaton.MAX_ESTIMATED_SIZE`.
+        :data:`toolgrammar.automata.size.MAX_ESTIMATED_SIZE`.
     """
 
     def __init__(self, message: str, *, tool: str | None, pointer: str, keyword: str | None, estimate: int, limit: int):

@@ -2,7 +2,8 @@
 
 ``toolgrammar._native`` (``src/toolgrammar/_native.c``, built by ``pip install`` where a C compiler is
 found) walks the token trie depth-first and skips every subtree the automaton rejects, and walks the
-budget bound's token edges; :mod:`toolgrammar.runtime.engine` uses it when it is there and walks with numpy
+budget bound's token edges; :mod:`toolgrammar.runtime.token_table` and :mod:`toolgrammar.runtime.token_grammar` use it
+when it is there and walks with numpy
 when it is not. The compiler uses it for subset construction, the joins of composed parts, pruning
 and minimization. Both give the same masks and the same automata, states numbered alike
 (``tests/test_native.py`` checks it state by state), so the core changes how fast a compile or a first
@@ -15,6 +16,7 @@ each automaton compile (subset construction, joins, pruning, minimization).
 
 from __future__ import annotations
 
+import importlib
 import os
 from types import ModuleType
 
@@ -22,11 +24,12 @@ ENV = "TOOLGRAMMAR_NATIVE"
 
 
 def _load() -> ModuleType | None:
+    # An optional compiled extension (setup.py builds it where a C compiler is found); by name, so that
+    # this ground module does not import the package it lives in.
     try:
-        from toolgrammar import _native  # type: ignore[attr-defined]
+        return importlib.import_module("toolgrammar._native")
     except ImportError:
         return None
-    return _native
 
 
 _module = _load()

@@ -1,6 +1,6 @@
 """Compile an expression tree bottom-up, joining the parts' DFAs where the join stays deterministic.
 
-Why: subset construction (:func:`toolgrammar.automata.automaton.subset_dfa`) pays a Python loop for every
+Why: subset construction (:func:`toolgrammar.automata.subset.subset_dfa`) pays a Python loop for every
 state of the result, about 70 µs each, and a tool's arguments under bounded arrays reach thousands
 of states (a ``maxItems`` 4 array of objects holding ``maxItems`` 10 arrays of points: 9,000 states,
 0.65 s). Most joins in a JSON grammar need no subset construction at all: what follows a JSON value
@@ -17,11 +17,11 @@ table is grown in place (see :meth:`_Composer.take`).
 What stays exact: the language, the accepting states and the ``safe`` flags. A joined state is the
 state subset construction would reach (its row the union of the disjoint rows, ``safe`` the OR of
 both, accepting when what follows may be empty), so after pruning and minimization the result is the
-automaton :func:`~toolgrammar.automata.automaton.subset_dfa` builds; ``tests/test_compose.py`` checks that
+automaton :func:`~toolgrammar.automata.subset.subset_dfa` builds; ``tests/test_compose.py`` checks that
 they are isomorphic on every tool set the tests compile and on random trees.
 
 The result is not pruned: states a join leaves behind (a part's start whose row was copied) are
-dropped by :func:`~toolgrammar.automata.automaton.compile_dfa`'s pruning, once, at the end.
+dropped by :func:`~toolgrammar.automata.compile.compile_dfa`'s pruning, once, at the end.
 """
 
 from __future__ import annotations
@@ -30,14 +30,12 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from toolgrammar.automata.automaton import (
+from toolgrammar.automata.dfa import DFA, MAX_DFA_STATES, Embedded, indices_of_mask, shift_into
+from toolgrammar.automata.nodes import (
     DEAD,
-    DFA,
-    MAX_DFA_STATES,
     N_SYMBOLS,
     Alt,
     Avoid,
-    Embedded,
     Group,
     Lit,
     Members,
@@ -47,24 +45,20 @@ from toolgrammar.automata.automaton import (
     Seq,
     Shared,
     Sym,
-    avoid_dfa,
-    estimate_size,
-    indices_of_mask,
-    not_prefixed_dfa,
-    shared_dfa,
-    shift_into,
-    subset_dfa,
 )
+from toolgrammar.automata.size import estimate_size
+from toolgrammar.automata.subset import PartDFA, subset_dfa
 from toolgrammar.errors import GrammarError
 
 SUBSET_UP_TO = 300
-"""Parts estimated at up to this many states (:func:`~toolgrammar.automata.automaton.estimate_size`) are built by
+"""Parts estimated at up to this many states (:func:`~toolgrammar.automata.size.estimate_size`) are built by
 subset construction, which is faster than joining tables of 258 columns while automata are small."""
 
 
-def compose_dfa(node: Node) -> DFA:
-    """The DFA of ``node`` (unpruned; start, accepting and safe flags as subset construction has them)."""
-    return _Composer(_references(node)).build(node, False)
+def compose_dfa(node: Node, part_dfa: PartDFA) -> DFA:
+    """The DFA of ``node`` (unpruned; start, accepting and safe flags as subset construction has them);
+    ``part_dfa`` compiles the parts embedded as they are (:data:`~toolgrammar.automata.subset.PartDFA`)."""
+    return _Composer(_references(node), part_dfa).build(node, False)
 
 
 def _references(root: Node) -> dict[int, int]:
@@ -479,7 +473,8 @@ def _members_table(members: list[DFA], required: list[bool], sep: DFA) -> DFA | 
 
 
 class _Composer:
-    def __init__(self, references: dict[int, int]) -> None:
+    def __init__(self, references: dict[int, int], part_dfa: PartDFA) -> None:
+        self.part_dfa = part_dfa
         self._cache: dict[tuple[int, bool], DFA] = {}
         self._references = references
         self._left: dict[int, int] = {}
@@ -512,7 +507,7 @@ class _Composer:
 
     def _build(self, node: Node, safe: bool) -> DFA:
         if isinstance(node, Seq | Alt | Repeat | Members) and estimate_size(node) <= SUBSET_UP_TO:
-            return subset_dfa(node, safe)
+            return subset_dfa(node, safe, self.part_dfa)
         if isinstance(node, Lit):
             n = len(node.data) + 1
             table = np.full((n, N_SYMBOLS), DEAD, dtype=np.int32)
@@ -529,11 +524,11 @@ class _Composer:
         if isinstance(node, Embedded):
             return _flagged(node.dfa, safe)
         if isinstance(node, Shared):
-            return _flagged(shared_dfa(node), safe)
+            return _flagged(self.part_dfa(node), safe)
         if isinstance(node, Avoid):
-            return _flagged(avoid_dfa(node), safe)
+            return _flagged(self.part_dfa(node), safe)
         if isinstance(node, NotPrefixed):
-            return _flagged(not_prefixed_dfa(node), safe)
+            return _flagged(self.part_dfa(node), safe)
         if isinstance(node, Seq | Alt):  # an Alt may be a Dispatch: its keys differ, all open with a quote
             taken = [self.take(it, safe) for it in node.items]
             parts, owned = [d for d, _ in taken], [o for _, o in taken]
@@ -587,7 +582,7 @@ class _Composer:
             self._done([*members, sep])
 
     def _fallback(self, node: Node, safe: bool) -> DFA:
-        return subset_dfa(node, safe)
+        return subset_dfa(node, safe, self.part_dfa)
 
 
 __all__ = ["compose_dfa", "concat", "star", "union", "up_to"]

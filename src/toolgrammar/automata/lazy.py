@@ -1,8 +1,8 @@
 """The automaton the engine walks, built only as far as generation goes.
 
 A turn grammar's automaton is mostly its tools' arguments, and a turn visits one or two tools.
-So the engine starts from the turn's *skeleton* (:func:`toolgrammar.automata.automaton.compile_skeleton`:
-markers, free text, reasoning; every :class:`~toolgrammar.automata.automaton.Dispatch` left out), spells each
+So the engine starts from the turn's *skeleton* (:func:`toolgrammar.automata.skeleton.compile_skeleton`:
+markers, free text, reasoning; every :class:`~toolgrammar.automata.nodes.Dispatch` left out), spells each
 dispatch's keys (the tools' names) as a trie of plain rows, and ends every key in a *stub*: a state
 whose tail (the tool's arguments and what closes the call) is not built yet. A stub's row leads
 every symbol to :attr:`LazyAutomaton.trap`, so a token walk that would go *through* a stub ends in
@@ -13,7 +13,7 @@ stub needs nothing yet.
 
 Inside a tail (or a skeleton, where a format writes a tool's arguments without a dispatch), a long
 bounded repeat (an array's further items under ``maxItems``, estimated whole past
-:data:`~toolgrammar.automata.automaton.LAZY_REPEAT_FROM`) is left unbuilt the same way (:func:`lazy_repeats`): the
+:data:`~toolgrammar.automata.size.LAZY_REPEAT_FROM`) is left unbuilt the same way (:func:`lazy_repeats`): the
 separator's first byte is the key of a one-branch dispatch whose tail is one more item and the rest of the
 repeat, so a walk builds the items it writes, one at a time, instead of all ``maxItems`` copies up front.
 Those tails share one compiled automaton per item (the count left is in the dispatch, not in the
@@ -21,8 +21,8 @@ automaton) down to the last two copies.
 
 What stays exact: the language. Every tail is the same DFA the whole-turn compile would embed, the
 trie spells exactly the keys, and the joins are checked to be deterministic (a conflict raises
-rather than merge). The budget bound (:class:`toolgrammar.runtime.engine.TokenGrammar`) counts each stub's
-tail as its shortest string (:func:`~toolgrammar.automata.automaton.shortest_witness`) cut into real tokens,
+rather than merge). The budget bound (:class:`toolgrammar.runtime.token_grammar.TokenGrammar`) counts each stub's
+tail as its shortest string (:func:`~toolgrammar.automata.nodes.shortest_witness`) cut into real tokens,
 an upper bound on its true cost; a built tail's states are bounded from the tail alone and the states
 it leads back to, and no earlier bound changes, so nothing depends on the order tails were built in.
 """
@@ -34,36 +34,16 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from toolgrammar.automata.automaton import (
-    _LAZY,
-    DEAD,
-    DFA,
-    HOLE_BYTE,
-    MAX_DISPATCHES,
-    N_SYMBOLS,
-    Alt,
-    Dispatch,
-    Lit,
-    Node,
-    Repeat,
-    Seq,
-    Skeleton,
-    _dispatch_points,
-    children,
-    compile_dfa,
-    estimate_size,
-    lazy_repeat,
-    rewrite_tree,
-    seq,
-    shift_into,
-    shortest_witness,
-    structure_key,
-)
+from toolgrammar import caches
+from toolgrammar.automata.compile import compile_dfa
+from toolgrammar.automata.dfa import DFA, shift_into
+from toolgrammar.automata.holes import HOLE_BYTE, RestDispatch, dispatch_points, lazy_repeats
+from toolgrammar.automata.nodes import DEAD, N_SYMBOLS, Dispatch, Node, shortest_witness
+from toolgrammar.automata.skeleton import Skeleton
 from toolgrammar.errors import GrammarError
 
 MAX_CACHED_TAILS = 1024
@@ -86,86 +66,13 @@ class Tail:
     dfa: DFA
     points: tuple[tuple[int, int, int], ...]
     """``(p, e, j)`` in the tail's numbering: from ``p`` the keys of ``dispatches[j]`` start, and after one
-    the tail continues in ``e`` (as :attr:`~toolgrammar.automata.automaton.Skeleton.points`)."""
+    the tail continues in ``e`` (as :attr:`~toolgrammar.automata.skeleton.Skeleton.points`)."""
     dispatches: tuple[Dispatch, ...]
 
 
 def _nbytes(tail: Tail) -> int:
     dfa = tail.dfa
     return int(dfa.transitions.nbytes + dfa.accepting.nbytes + dfa.safe.nbytes)
-
-
-_STRUCTURE = "_lazy_structure_key"
-_HOLDS = "_holds_lazy_repeat"
-
-
-def _item_key(item: Node) -> str:
-    memo = item.__dict__
-    got = memo.get(_STRUCTURE)
-    if got is None:
-        got = memo[_STRUCTURE] = structure_key(item)
-    return got  # type: ignore[no-any-return]
-
-
-@dataclass(frozen=True, eq=False)
-class RestDispatch(Dispatch):
-    """The dispatch :func:`lazy_repeats` leaves for the rest of a repeat: one key (the separator's first
-    byte), one tail (the next item and the rest after it)."""
-
-
-def _rest(item: Seq, count: int) -> Dispatch:
-    """``item{0,count}`` (``count >= 1``) as a one-branch dispatch on ``item``'s first byte, whose tail is
-    the rest of one ``item`` and ``item{0,count-1}``: the next copy is built when a walk takes the key."""
-    # The key is the separator's first byte: the stub sits right after it, so the first mask that needs
-    # the next item is the one where a token starts with the separator (a few hundred tokens go through
-    # the stub). Keyed on all of ", ", the state between its bytes let every token that starts with a
-    # space through the stub: tens of thousands to trace.
-    data: bytes = item.items[0].data  # type: ignore[attr-defined]
-    key = data[:1]
-    after_key = Seq((Lit(data[1:]), *item.items[1:])) if len(data) > 1 else Seq(item.items[1:])
-    more = Repeat(item, 0, count - 1)
-    tail: Node = after_key if count == 1 else Seq((after_key, more))
-    # Once a repeat is built a copy at a time it stays so to its last two copies (compiling the rest whole
-    # once it is small enough would be a spike at one item), and every tail whose rest is left again is the
-    # same automaton (the count left lives in the dispatch): three compiles per item, whatever maxItems is.
-    lazy = count - 1 >= 2
-    if lazy:
-        estimate_size(more)
-        more.__dict__[_LAZY] = True
-    left = "lazy" if lazy else str(count - 1)
-    cache_key = hashlib.sha256(f"repeat\0{_item_key(item)}\0{left}".encode()).hexdigest()
-    return RestDispatch((seq(Lit(key), tail),), (key,), (tail,), (cache_key,))
-
-
-def lazy_repeats(node: Node, first: int = 0) -> tuple[Node, list[Dispatch]]:
-    """``node`` with each long bounded repeat (:func:`~toolgrammar.automata.automaton.lazy_repeat`, up to
-    :data:`~toolgrammar.automata.automaton.MAX_DISPATCHES` of them) written as its first ``lo`` copies and then
-    either nothing or a hole (as :func:`~toolgrammar.automata.automaton.compile_skeleton` leaves for a dispatch)
-    where :func:`_rest` goes on: the tree to compile and the dispatches, in hole order (the holes numbered
-    from ``first``: a skeleton's own dispatches come first). Nothing inside a repeat so replaced is visited
-    (its tail is rewritten when it is compiled)."""
-    dispatches: list[Dispatch] = []
-
-    def hole(n: Node, rewrite: Callable[[Node], Node]) -> Node | None:
-        j = first + len(dispatches)
-        if j >= MAX_DISPATCHES or not lazy_repeat(n):
-            return None
-        r: Repeat = n  # type: ignore[assignment]
-        dispatches.append(_rest(r.item, r.hi - r.lo))  # type: ignore[arg-type, operator]
-        optional = Alt((Lit(b""), Lit(bytes([HOLE_BYTE, 0xF8 + j]))))
-        return optional if r.lo == 0 else Seq((Repeat(rewrite(r.item), r.lo, r.lo), optional))
-
-    return rewrite_tree(node, hole, plain=lambda n: not _holds_lazy_repeat(n)), dispatches
-
-
-def _holds_lazy_repeat(node: Node) -> bool:
-    """Whether ``node``'s subtree holds a repeat built a copy at a time (kept on the node: the tails of a
-    long array's items are rewritten at every item, and their parts are shared)."""
-    memo = node.__dict__
-    got = memo.get(_HOLDS)
-    if got is None:
-        got = memo[_HOLDS] = lazy_repeat(node) or any(_holds_lazy_repeat(c) for c in children(node))
-    return got  # type: ignore[no-any-return]
 
 
 def schema_tail_key(shape: list[object], schema_json: str) -> str:
@@ -202,7 +109,7 @@ def tail_dfa(key: str, node: Node) -> Tail:
     # bounded arrays: 7.1 against 4.4), for 20-50% fewer rows; per-token costs after warm-up did not change
     # (bench/anchors.py).
     dfa = compile_dfa(tree, minimize=False)
-    tail = Tail(dfa, _dispatch_points(dfa, len(dispatches)) if dispatches else (), tuple(dispatches))
+    tail = Tail(dfa, dispatch_points(dfa, len(dispatches)) if dispatches else (), tuple(dispatches))
     global _tails_bytes
     with _tails_lock:
         old = _tails.pop(key, None)  # another thread built it meanwhile: replaced, counted once
@@ -228,6 +135,9 @@ def clear_tail_cache() -> None:
     with _tails_lock:
         _tails.clear()
         _tails_bytes = 0
+
+
+caches.register("automata.tails", clear_tail_cache)
 
 
 def _spell_keys(
@@ -429,11 +339,9 @@ __all__ = [
     "MAX_CACHED_TAILS",
     "MAX_CACHED_TAIL_BYTES",
     "LazyAutomaton",
-    "RestDispatch",
     "Tail",
     "cached_tail_bytes",
     "clear_tail_cache",
-    "lazy_repeats",
     "schema_tail_key",
     "tail_dfa",
 ]

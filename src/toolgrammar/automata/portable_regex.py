@@ -1,6 +1,6 @@
 """The grammar as a regular expression without lookaround, for engines that cannot take it.
 
-:func:`~toolgrammar.automata.automaton.to_regex` spells "text that does not contain ``<tool_call>``" (free
+:func:`~toolgrammar.automata.regex.to_regex` spells "text that does not contain ``<tool_call>``" (free
 text, reasoning, ``escape_markers`` strings, ``qwen-xml`` raw-text values) and "does not start with
 ``<think>``" as lookaheads: short, and what Python's ``re`` reads, but DFA-based engines refuse them
 (outlines-core's ``Index``: "Failed to build DFA error building NFA"; xgrammar). The languages are
@@ -25,7 +25,7 @@ text reaches ("anchored universal start state doesn't exist"): a turn that may b
 The result accepts the same texts as the lookahead spelling under ``re.fullmatch`` (tests compare
 the two with Python's ``re`` and with outlines-core's ``Index``), and is longer: free text avoiding
 ``<tool_call>`` is about 300 characters instead of 25, a ``qwen-xml`` block of five tools tens of
-kilobytes. Like :func:`~toolgrammar.automata.automaton.to_regex` it describes text: control tokens are not
+kilobytes. Like :func:`~toolgrammar.automata.regex.to_regex` it describes text: control tokens are not
 part of it.
 """
 
@@ -37,8 +37,9 @@ from functools import cache
 
 import numpy as np
 
-from toolgrammar.automata.automaton import (
-    DFA,
+from toolgrammar.automata.compile import compile_dfa
+from toolgrammar.automata.dfa import DFA
+from toolgrammar.automata.nodes import (
     EOS,
     Alt,
     Avoid,
@@ -51,16 +52,15 @@ from toolgrammar.automata.automaton import (
     Seq,
     Shared,
     Sym,
-    _class_char,
     alt,
-    compile_dfa,
+    class_char,
     group,
     seq,
-    to_regex,
 )
+from toolgrammar.automata.regex import to_regex
 from toolgrammar.errors import GrammarError
 
-__all__ = ["MAX_SPELLED_STATES", "needs_lookaround", "to_portable_regex"]
+__all__ = ["MAX_SPELLED_STATES", "needs_lookaround", "push_not_prefixed", "to_portable_regex"]
 
 MAX_SPELLED_STATES = 400
 """Largest automaton turned back into a regex; state elimination grows the text quickly beyond it."""
@@ -81,7 +81,7 @@ def to_portable_regex(node: Node) -> str:
 
 
 def needs_lookaround(node: Node) -> bool:
-    """Whether :func:`~toolgrammar.automata.automaton.to_regex` spells ``node`` with a lookaround."""
+    """Whether :func:`~toolgrammar.automata.regex.to_regex` spells ``node`` with a lookaround."""
     return _needs(node)
 
 
@@ -110,7 +110,7 @@ def _render(node: Node) -> str:
     if isinstance(node, Avoid):
         return _spell(node)
     if isinstance(node, NotPrefixed):
-        pushed = _push(node.item, node.word)
+        pushed = push_not_prefixed(node.item, node.word)
         if pushed is None:
             raise GrammarError(f"every text of this region starts with {node.word!r}: it accepts nothing")
         return _render(pushed)
@@ -195,7 +195,7 @@ def _first(node: Node) -> tuple[int, bool]:
     raise GrammarError(f"unknown grammar node {type(node).__name__}")  # pragma: no cover
 
 
-def _push(node: Node, word: bytes) -> Node | None:
+def push_not_prefixed(node: Node, word: bytes) -> Node | None:
     """The strings of ``node`` that do not start with ``word``, spelled without lookahead.
 
     Returns ``node`` itself when no string of it starts with ``word`` (callers rely on the identity),
@@ -209,13 +209,13 @@ def _push(node: Node, word: bytes) -> Node | None:
     if isinstance(node, Lit):
         return None if node.data.startswith(word) else node
     if isinstance(node, Alt):
-        parts = [_push(it, word) for it in node.items]
+        parts = [push_not_prefixed(it, word) for it in node.items]
         if all(p is it for p, it in zip(parts, node.items, strict=True)):
             return node
         kept = [p for p in parts if p is not None]
         return alt(*kept) if kept else None
     if isinstance(node, (Group, Shared)):
-        inner = _push(node.item, word)
+        inner = push_not_prefixed(node.item, word)
         if inner is node.item:
             return node
         return None if inner is None else group(inner, safe=isinstance(node, Group) and node.safe)
@@ -232,12 +232,12 @@ def _push_seq(node: Seq, word: bytes) -> Node | None:
             return None
         if not word.startswith(data):
             return node  # the literal leaves the word before it ends
-        tail = _push(rest, word[len(data) :])
+        tail = push_not_prefixed(rest, word[len(data) :])
         return node if tail is rest else None if tail is None else seq(head, tail)
     # A string of the head that is a proper prefix of the word could be completed by the rest: the
     # push is exact only when no string of the rest continues any proper prefix (head's or not).
-    if all(_push(rest, word[k:]) is rest for k in range(len(word))):
-        pushed = _push(head, word)
+    if all(push_not_prefixed(rest, word[k:]) is rest for k in range(len(word))):
+        pushed = push_not_prefixed(head, word)
         if pushed is head:
             return node
         return None if pushed is None else seq(pushed, rest)
@@ -279,7 +279,7 @@ def _nonempty(node: Node) -> Node | None:
             parts.append(rest_part)
         return alt(*parts) if parts else None
     if isinstance(node, NotPrefixed):
-        pushed = _push(node.item, node.word)
+        pushed = push_not_prefixed(node.item, node.word)
         return None if pushed is None else _nonempty(pushed)
     if isinstance(node, Shared):
         return _nonempty(node.item)
@@ -500,7 +500,7 @@ def _class_range(a: int, z: int) -> str:
 
 
 def _class_char_any(cp: int) -> str:
-    return _class_char(cp) if cp < 0x80 else chr(cp)
+    return class_char(cp) if cp < 0x80 else chr(cp)
 
 
 def _class_item(cp: int) -> str:

@@ -20,9 +20,22 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
 
 from toolgrammar.cli.app import app
-from toolgrammar.evaluate.compare import DEFAULT_LIMIT, DEFAULT_MAX_NEW_TOKENS
+from toolgrammar.evaluate import compare as compare_mode
+from toolgrammar.evaluate.bfcl_suite import suite_command
+from toolgrammar.evaluate.compare import (
+    DEFAULT_LIMIT,
+    DEFAULT_MAX_NEW_TOKENS,
+    CompareConfig,
+    CompareError,
+    missing_requirements,
+    summary_rows,
+)
+from toolgrammar.evaluate.extras import install_command
 from toolgrammar.formats import FORMAT_HELP
 
 _SEED_HELP = "Seeds, comma-separated, ranges allowed: '0', '0,1,2', '0-2'. Each task runs once per seed in each mode."
@@ -182,7 +195,6 @@ def compare_command(
     Writes report.json, report.md and chart.png into --out (results stream into runs.jsonl as they come;
     --resume continues). Exit code 1 when the constrained run made any error: that is a bug.
     """
-    from toolgrammar.evaluate.compare import CompareConfig, CompareError, run_compare
 
     try:
         seed_list = parse_seeds(seeds)
@@ -224,11 +236,7 @@ def compare_command(
         prefix_cache=prefix_cache,
     )
     if suite is not None:
-        from toolgrammar.evaluate.bfcl_suite import suite_command
-
         suite_command(suite, config)  # exits
-    from toolgrammar.evaluate.compare import missing_requirements
-    from toolgrammar.evaluate.extras import install_command
 
     # Said before the run, not after it. Packages the run cannot start without are refused by
     # run_compare once the tools and tasks have passed (bad input is reported first), still before loading;
@@ -241,7 +249,7 @@ def compare_command(
             err=True,
         )
     try:
-        report = run_compare(config)
+        report = compare_mode.run_compare(config)  # looked up at call time: tests replace it
     except CompareError as error:
         _fail(str(error))
     print_report(report)
@@ -265,11 +273,6 @@ def _fail(message: str) -> NoReturn:
 
 def print_report(report: Any) -> None:
     """The summary table on the terminal, and a red panel when the constrained run made errors."""
-    from rich.console import Console
-    from rich.panel import Panel
-    from rich.table import Table
-
-    from toolgrammar.evaluate.compare import summary_rows
 
     console = Console(file=sys.stdout, highlight=False)
     table = Table(title="toolgrammar compare: free vs constrained", title_justify="left")

@@ -12,6 +12,8 @@ import typer
 from toolgrammar.cli.app import app
 from toolgrammar.errors import GrammarError, ToolgrammarError
 from toolgrammar.formats import FORMAT_HELP
+from toolgrammar.turn.exports import export as export_grammar
+from toolgrammar.turn.grammar import compile_turn
 
 EXPORTS = ("gbnf", "lark", "structural-tag")
 """The exports :mod:`toolgrammar.turn.exports` writes (kept here so that ``--help`` imports nothing heavy)."""
@@ -59,12 +61,11 @@ def grammar_command(
             "grammar for llguidance, e.g. vLLM/SGLang with the llguidance backend) or 'structural-tag' (the "
             "whole turn as an xgrammar structural tag, JSON: xgrammar, vLLM, SGLang; refused where a tag cannot "
             "say the turn, e.g. qwen-xml). The GBNF and lark exports describe the turn's text; the golden files "
-            "under grammars/ are written by `python -m toolgrammar.turn.exports write grammars/`."
+            "under grammars/ are written by `python -m toolgrammar.exports write grammars/`."
         ),
     ] = None,
 ) -> None:
     """Compile TOOLS into the grammar of an assistant turn; print its size, or export it for other engines."""
-    from toolgrammar.turn.grammar import compile_turn
 
     if not tools.is_file():
         _fail(f"no such tools file: {tools}")
@@ -102,8 +103,6 @@ def grammar_command(
     elif export == "json":
         typer.echo(json.dumps(stats, indent=2))
     elif export in EXPORTS:
-        from toolgrammar.turn.exports import export as export_grammar
-
         try:
             typer.echo(export_grammar(grammar, export), nl=False)
         except ToolgrammarError as error:

@@ -20,9 +20,14 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
 from toolgrammar.cli.app import app
-from toolgrammar.formats import FORMAT_HELP
+from toolgrammar.errors import ToolgrammarError
+from toolgrammar.formats import FORMAT_HELP, get_format
+from toolgrammar.turn.parser import parse_turn
 
 ARGUMENT_MODES = ("schema", "strings")
 PARSE_MODES = ("strict", "seed", "lenient")
@@ -90,14 +95,11 @@ def parse_command(
     Exit code 0 when every block is a valid call (or the turn has none: a final answer), 1 when
     some block has an error, 2 on bad input.
     """
-    from toolgrammar.errors import ToolgrammarError
-    from toolgrammar.turn.parser import parse_turn
 
     if mode not in ARGUMENT_MODES:
         _fail(f"--mode {mode!r} is not one of: {', '.join(ARGUMENT_MODES)}")
     if parse_mode not in PARSE_MODES:
         _fail(f"--parse-mode {parse_mode!r} is not one of: {', '.join(PARSE_MODES)}")
-    from toolgrammar.formats import get_format
 
     try:
         format_modes = get_format(format).parse_modes
@@ -151,10 +153,6 @@ def _fail(message: str) -> NoReturn:
 
 
 def _print_human(file: Path, parsed: Any, *, format: str, parse_mode: str, mode: str) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
     console = Console(file=sys.stdout, width=max(120, Console(file=sys.stdout).width), highlight=False)
     console.print(Text(f"{file}  (format {format}, parse mode {parse_mode}, argument mode {mode})", style="bold"))
     turn = Table(show_header=False, box=None, padding=(0, 1))
@@ -189,6 +187,4 @@ def _print_human(file: Path, parsed: Any, *, format: str, parse_mode: str, mode:
 
 
 def _text_or_none(value: str | None) -> Any:
-    from rich.text import Text
-
     return Text(value) if value is not None else Text("(none)", style="dim")

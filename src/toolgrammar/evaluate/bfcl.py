@@ -42,10 +42,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolgrammar.errors import ToolgrammarError
+from toolgrammar.errors import ToolgrammarError, ToolSchemaError
+from toolgrammar.schema import JSON_TYPES, LENIENT_TYPE_NAMES, load_tools, load_tools_lenient
 
 if TYPE_CHECKING:
-    from toolgrammar.schema.tools import ToolSet
+    from toolgrammar.schema import ToolSet
 
 __all__ = [
     "AST_CATEGORIES",
@@ -394,7 +395,7 @@ _FUNCTION_KEYS = frozenset({"name", "description", "parameters", "strict"})
 def grammar_tools(tools: Sequence[Mapping[str, Any]], *, mode: str = "schema") -> tuple[ToolSet, list[str]]:
     """BFCL's OpenAI tools loaded for the grammar: strictly where they are valid, leniently where not.
 
-    Returns the :class:`~toolgrammar.schema.tools.ToolSet` (``mode``: ``"schema"`` or ``"strings"``) and the notes
+    Returns the :class:`~toolgrammar.schema.toolset.ToolSet` (``mode``: ``"schema"`` or ``"strings"``) and the notes
     (one string per change: tool, pointer, what was done). Its sources (what a chat template shows) are the
     tools as BFCL sends them, less what step 3 drops. In turn:
 
@@ -421,8 +422,6 @@ def grammar_tools(tools: Sequence[Mapping[str, Any]], *, mode: str = "schema") -
     Names and descriptions are never changed. ``bench/bfcl_coverage.py`` measures the three steps on every
     schema BFCL ships.
     """
-    from toolgrammar.errors import ToolSchemaError
-    from toolgrammar.schema.tools import load_tools
 
     listed = [dict(t) for t in tools]
     try:
@@ -441,7 +440,6 @@ def grammar_tools(tools: Sequence[Mapping[str, Any]], *, mode: str = "schema") -
 
 def _load_lenient(tools: list[dict[str, Any]], mode: str, notes: list[str]) -> tuple[ToolSet, list[str]]:
     """``load_tools(tools, lenient=True)``, its reports appended to ``notes``."""
-    from toolgrammar.schema.tools import load_tools_lenient
 
     toolset, reports = load_tools_lenient(tools, mode=mode)  # type: ignore[arg-type]
     return toolset, notes + reports
@@ -449,7 +447,6 @@ def _load_lenient(tools: list[dict[str, Any]], mode: str, notes: list[str]) -> t
 
 def _adapt(tools: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
     """Step 3 of :func:`grammar_tools`: a copy of ``tools`` without the slips lenient loading refuses."""
-    from toolgrammar.schema.tools import JSON_TYPES, LENIENT_TYPE_NAMES
 
     notes: list[str] = []
     out = copy.deepcopy(tools)

@@ -28,17 +28,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
+from rich.console import Console
+from rich.table import Table
+
+from toolgrammar.errors import ToolgrammarError, ToolSchemaError
 from toolgrammar.evaluate import bfcl
 from toolgrammar.evaluate.compare import (
     MODES,
     CompareConfig,
     CompareError,
+    HFGenerator,
     Task,
-    _progress,
-    _run_mode,
     has_matplotlib,
+    missing_requirements,
+    progress_bar,
+    run_mode,
     summarize,
 )
+from toolgrammar.evaluate.extras import missing_message
+from toolgrammar.evaluate.models import load_model
 from toolgrammar.evaluate.relevance import describe_gate, score_text
 
 __all__ = [
@@ -175,7 +183,6 @@ def run_suite(
     Inputs are checked before anything is loaded: options, the categories, BFCL's data, every item's
     tools (an item whose tools still fail to load is an error, never skipped). Raises :class:`CompareError`.
     """
-    from toolgrammar.errors import ToolSchemaError
 
     _check_config(config)
     try:
@@ -204,7 +211,7 @@ def run_suite(
     runs_file.write_text("", encoding="utf-8")
     runs: list[dict[str, Any]] = []
     timings: dict[str, list[dict[str, Any]]] = {c: [] for c in categories}
-    bar = _progress(len(plan) * len(config.seeds) * 2, config.progress)
+    bar = progress_bar(len(plan) * len(config.seeds) * 2, config.progress)
     environment: dict[str, Any] = {}
     started = time.perf_counter()
     try:
@@ -225,7 +232,7 @@ def run_suite(
                     def on_step(what: str, step: int, seed: int = seed, item_id: str = item.id) -> None:
                         bar.tick(f"seed {seed} {item_id} {what}: token {step}/{config.max_new_tokens}")
 
-                    records, mode_timings = _run_mode(
+                    records, mode_timings = run_mode(
                         generator,
                         [task],
                         mode=mode,
@@ -269,19 +276,14 @@ def run_suite(
         write_suite_chart(report, out / CHART_FILE)
     else:  # an earlier run's chart in the same folder would no longer match the report
         (out / CHART_FILE).unlink(missing_ok=True)
-    (out / "bfcl-report.md").write_text(_markdown(report, chart=chart), encoding="utf-8")
+    (out / "bfcl-report.md").write_text(markdown_report(report, chart=chart), encoding="utf-8")
     return report
 
 
 def _hf_factory(config: CompareConfig) -> GeneratorFactory:
-    from toolgrammar.errors import ToolgrammarError
-    from toolgrammar.evaluate.compare import HFGenerator, missing_requirements
-    from toolgrammar.evaluate.extras import missing_message
-
     needed, _ = missing_requirements(config)
     if needed:
         raise CompareError(missing_message(needed, what=f"--model {config.model}"))
-    from toolgrammar.evaluate.models import load_model
 
     try:
         loaded = load_model(config.model)
@@ -433,7 +435,7 @@ def write_suite_chart(report: SuiteReport, path: Path) -> None:
     plt.close(fig)
 
 
-def _markdown(report: SuiteReport, *, chart: bool = False) -> str:
+def markdown_report(report: SuiteReport, *, chart: bool = False) -> str:
     cfg = report.config
     policy = _policy(cfg)
     lines = [
@@ -464,7 +466,8 @@ def _markdown(report: SuiteReport, *, chart: bool = False) -> str:
             "",
             "## Relevance gate",
             "",
-            f"Constrained side (`--steer-gate {first['method']}`, `toolgrammar.evaluate.relevance`): steering acts only "
+            f"Constrained side (`--steer-gate {first['method']}`, `toolgrammar.evaluate.relevance`): "
+            "steering acts only "
             f"{describe_gate(first['method'], first['threshold'])}.",
             "",
             "| category | runs (items x seeds) the gate let steer | score per run |",
@@ -484,9 +487,6 @@ def _markdown(report: SuiteReport, *, chart: bool = False) -> str:
 def print_suite_report(report: SuiteReport) -> None:
     """The per-category table on the terminal."""
     import sys
-
-    from rich.console import Console
-    from rich.table import Table
 
     console = Console(file=sys.stdout, highlight=False, width=200)
     table = Table(title="toolgrammar compare --suite: BFCL, free vs constrained", title_justify="left")

@@ -4,11 +4,11 @@ CanIToolCall (``pip install canitoolcall``) replays recorded raw model outputs t
 non-streaming and as many chunked streams, and checks each parse against the expected one. This
 module plugs toolgrammar's parser in as an out-of-tree engine, one command per family::
 
-    canitoolcall run --engine toolgrammar.evaluate.conformance:CanIToolCallAdapter --family qwen3-hermes \\
+    canitoolcall run --engine toolgrammar.conformance:CanIToolCallAdapter --family qwen3-hermes \\
         --strategy one --strategy special --strategy token --strategy rand:1:8 --strategy rand:2:8 \\
         --strategy rand:3:8 --strategy rand:4:8 --strategy rand:5:8 --strategy char:0 --strategy char:1 \\
         --out results/conformance
-    python -m toolgrammar.evaluate.conformance table results/conformance/toolgrammar-0.1.0.json
+    python -m toolgrammar.conformance table results/conformance/toolgrammar-0.1.0.json
 
 (the same with ``--family qwen3-xml``; ``examples/conformance-qwen3-hermes.md`` and
 ``examples/conformance-qwen3-xml.md`` hold the resulting tables). The adapter follows the contract of
@@ -59,25 +59,32 @@ import re
 import sys
 from collections.abc import Collection, Sequence
 from functools import cache
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from canitoolcall.adapters.base import Adapter, AdapterUnavailable, ReplayInput, Support, ToolSpec
 from canitoolcall.results import ParsedToolCall, ParseResult, StreamAccumulator
 
+from toolgrammar import __version__
+from toolgrammar.errors import TokenizerError, ToolSchemaError
+from toolgrammar.formats import FORMATS, get_format
+from toolgrammar.schema import Tool, ToolSet, load_tools
+from toolgrammar.turn.parser import TurnStreamParser, parse_turn
+from toolgrammar.vocab import Vocabulary, qwen3_vocabulary, qwen35_tokenizer_json, qwen35_vocabulary
+
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
     from toolgrammar.formats.base import ParseMode, ToolCallFormat
     from toolgrammar.formats.calls import TurnParse
-    from toolgrammar.schema.tools import ToolSet
+    from toolgrammar.schema import ToolSet
     from toolgrammar.vocab import Vocabulary
 
 
 def _families() -> dict[str, tuple[str, ParseMode]]:
     """CanIToolCall family slug -> (format name, parse mode), as each registered format declares
     (:attr:`~toolgrammar.formats.base.ToolCallFormat.canitoolcall_families`)."""
-    from toolgrammar.formats import FORMATS, get_format
 
     out: dict[str, tuple[str, ParseMode]] = {}
     for name in FORMATS:
@@ -153,8 +160,6 @@ def vocabulary_name(repo: str) -> str | None:
 @cache
 def vocabulary(name: str) -> Vocabulary:
     """A vocabulary of :data:`VOCABULARIES` by name, built once per process (~0.3 s)."""
-    from toolgrammar.errors import TokenizerError
-    from toolgrammar.vocab import qwen3_vocabulary, qwen35_vocabulary
 
     builders = {"qwen3-151k": qwen3_vocabulary, "qwen3.5-248k": qwen35_vocabulary}
     try:
@@ -164,8 +169,6 @@ def vocabulary(name: str) -> Vocabulary:
 
 
 def _dist_version(dist: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version(dist)
     except PackageNotFoundError:
@@ -183,7 +186,6 @@ def _qwen35_encoder() -> Tokenizer:
     """Qwen3.5's tokenizer (converted once from the tiktoken file), only to encode fixtures without ids."""
     from tokenizers import Tokenizer
 
-    from toolgrammar.vocab import qwen35_tokenizer_json
 
     return Tokenizer.from_file(str(qwen35_tokenizer_json()))
 
@@ -248,7 +250,6 @@ class VocabularyDetokenizer:
 def decode_stream(source: Tokenizer | Vocabulary, chunks: Sequence[Sequence[int]]) -> list[str]:
     """The text delta of each chunk (the last one flushes the detokenizer): a ``tokenizers`` tokenizer
     goes through :class:`IncrementalDetokenizer`, a vocabulary through :class:`VocabularyDetokenizer`."""
-    from toolgrammar.vocab import Vocabulary
 
     detok = VocabularyDetokenizer(source) if isinstance(source, Vocabulary) else IncrementalDetokenizer(source)
     deltas = [detok.add(chunk) for chunk in chunks]
@@ -283,8 +284,6 @@ class CanIToolCallAdapter(Adapter):
     # -- identity
 
     def version(self) -> str:
-        from toolgrammar import __version__
-
         tokenizer_path()  # raises AdapterUnavailable with the install hint
         return __version__
 
@@ -397,14 +396,11 @@ class CanIToolCallAdapter(Adapter):
     # -- internals
 
     def _format(self, family: str) -> ToolCallFormat:
-        from toolgrammar.formats import get_format
-
         return get_format(FAMILY_FORMATS[family])
 
     def _fixture_format(self, raw: ReplayInput) -> ToolCallFormat:
         """The family's format, or the variant it names for the fixture's tokenizer pin
         (:meth:`~toolgrammar.formats.base.ToolCallFormat.fixture_format`)."""
-        from toolgrammar.formats import get_format
 
         fmt = self._format(raw.family)
         variant = fmt.fixture_format(raw.tokenizer.repo if raw.tokenizer is not None else raw.model)
@@ -421,7 +417,6 @@ class CanIToolCallAdapter(Adapter):
 
     def _format_vocabulary(self, raw: ReplayInput) -> Vocabulary | None:
         """The vocabulary the family's format locates for the fixture's tokenizer pin (``None``: none ships)."""
-        from toolgrammar.errors import TokenizerError
 
         repo = raw.tokenizer.repo if raw.tokenizer is not None else raw.model
         try:
@@ -442,8 +437,6 @@ class CanIToolCallAdapter(Adapter):
         return toolset
 
     def _parse_text(self, raw: ReplayInput, text: str, tools: Sequence[ToolSpec]) -> TurnParse:
-        from toolgrammar.turn.parser import parse_turn
-
         return parse_turn(
             text,
             self._toolset(raw, tools),
@@ -453,8 +446,6 @@ class CanIToolCallAdapter(Adapter):
         )
 
     def _stream(self, raw: ReplayInput, deltas: Sequence[str], tools: Sequence[ToolSpec]) -> ParseResult:
-        from toolgrammar.turn.parser import TurnStreamParser
-
         stream = TurnStreamParser(
             self._toolset(raw, tools),
             format=self._fixture_format(raw),
@@ -486,8 +477,6 @@ def fixture_toolset(tools: Sequence[ToolSpec]) -> tuple[ToolSet, str]:
     grammar cannot enforce), each tool keeps its original ``parameters`` and calls are validated
     against them by ``jsonschema`` as they are (missing/unknown arguments still checked first).
     """
-    from toolgrammar.errors import ToolSchemaError
-    from toolgrammar.schema.tools import Tool, ToolSet, load_tools
 
     try:
         return load_tools(list(tools), mode="schema"), "schema"
@@ -585,10 +574,10 @@ def _cell(case: Any, column: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m toolgrammar.evaluate.conformance table RESULTS.json [--matrix]``: print the pass table."""
+    """``python -m toolgrammar.conformance table RESULTS.json [--matrix]``: print the pass table."""
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] != "table" or len(args) < 2:
-        print("usage: python -m toolgrammar.evaluate.conformance table RESULTS.json [--matrix]", file=sys.stderr)
+        print("usage: python -m toolgrammar.conformance table RESULTS.json [--matrix]", file=sys.stderr)
         return 2
     from canitoolcall.results import RunResults
 

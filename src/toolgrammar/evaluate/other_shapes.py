@@ -33,7 +33,7 @@ from toolgrammar.formats.calls import CallError, ToolCall
 from toolgrammar.formats.checks import check_call
 
 if TYPE_CHECKING:
-    from toolgrammar.schema.tools import ToolSet
+    from toolgrammar.schema import ToolSet
 
 OTHER_SHAPE_KIND = "other-shape"
 """The error kind of a call written outside the format's blocks: it never runs."""

@@ -8,12 +8,9 @@ lazily by name; an out-of-tree format can be named as ``package.module:Class``.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
 
 from toolgrammar.errors import GrammarError
-
-if TYPE_CHECKING:
-    from toolgrammar.formats.base import ToolCallFormat
+from toolgrammar.formats.base import ToolCallFormat
 
 FORMATS: dict[str, str] = {
     "hermes": "toolgrammar.formats.hermes:HermesFormat",
@@ -74,8 +71,6 @@ def registered_format(name: object, *, where: str = "a request") -> str:
 
 def get_format(name: str | ToolCallFormat) -> ToolCallFormat:
     """Return the format called ``name`` (a registered name or ``package.module:Class``)."""
-    from toolgrammar.formats.base import ToolCallFormat
-
     if isinstance(name, ToolCallFormat):
         return name
     if name in _cache:

@@ -11,15 +11,17 @@ Keeping both halves beside each other is what stops grammar and parser from drif
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from toolgrammar.formats.markers import Markers
+from toolgrammar.formats.reader import TurnStreamState, read_turn
+
 if TYPE_CHECKING:
-    from toolgrammar.automata.automaton import Node
+    from toolgrammar.automata.nodes import Node
     from toolgrammar.formats.calls import ToolCall, TurnParse
-    from toolgrammar.formats.reader import BlockReader, TurnStreamState
-    from toolgrammar.schema.tools import Tool, ToolSet
-    from toolgrammar.turn.grammar import GrammarOptions
+    from toolgrammar.formats.options import GrammarOptions
+    from toolgrammar.formats.reader import BlockReader
+    from toolgrammar.schema import Tool, ToolSet
     from toolgrammar.vocab import Vocabulary
 
 ParseMode = Literal["strict", "seed", "lenient"]
@@ -27,34 +29,6 @@ ParseMode = Literal["strict", "seed", "lenient"]
 every markup fault is an error. ``seed`` (hermes): the seed harness's exact regex
 ``<tool_call>(.*?)</tool_call>|<tool_call>(.*)``. ``lenient`` (qwen-xml): recover what servers recover
 (a bare ``<function=``, a missing ``</parameter>``), as CanIToolCall's fixtures expect."""
-
-
-@dataclass(frozen=True)
-class Markers:
-    """The literal markers of a format. Each one is a single added token in Qwen vocabularies."""
-
-    block_open: str = "<tool_call>"
-    """Opens a tool-call block; the trigger the engine watches in free text."""
-    block_close: str = "</tool_call>"
-    """Closes a tool-call block."""
-    think_open: str = "<think>"
-    """Opens the reasoning part."""
-    think_close: str = "</think>"
-    """Closes the reasoning part."""
-    call_separator: str = "\n"
-    """What the chat template writes between two consecutive blocks."""
-    leak: tuple[str, ...] = (
-        "<tool_call>",
-        "</tool_call>",
-        "<think>",
-        "</think>",
-        "<|im_start|>",
-        "<|im_end|>",
-        "<|endoftext|>",
-    )
-    """Markup that must never leak into content, reasoning, names or arguments."""
-    end_of_turn: tuple[str, ...] = ("<|im_end|>", "<|endoftext|>")
-    """The tokens that end an assistant turn in this format's models (generation stops at any of them)."""
 
 
 class ToolCallFormat(ABC):
@@ -83,8 +57,8 @@ class ToolCallFormat(ABC):
     call_end: ClassVar[str] = ""
     """What the format writes after a call's last argument and before the block's close marker, beyond
     whitespace (qwen-xml's ``</function>\\n``). Where this, then ``block_close``, leads out of the block,
-    the call is complete: only there is a stop the model wants moved onto the close
-    (:mod:`toolgrammar.runtime.closing`)."""
+    the call is complete: only there is a stop the model wants moved onto the close (the runtime layer's
+    closing step reads this)."""
     parse_modes: ClassVar[tuple[str, ...]] = ("strict",)
     """The block-reading modes this format has (``strict`` first: every format has it)."""
     canitoolcall_families: ClassVar[dict[str, str]] = {}
@@ -106,16 +80,12 @@ class ToolCallFormat(ABC):
 
     def parse_turn(self, text: str, tools: ToolSet, *, mode: ParseMode = "strict") -> TurnParse:
         """Split a turn into reasoning, content and checked blocks (the shared turn reader)."""
-        from toolgrammar.formats.reader import read_turn
-
         return read_turn(text, tools, self.block_reader(mode))
 
     def stream_state(
         self, tools: ToolSet, *, mode: ParseMode = "strict", reasoning_started: bool = False
     ) -> TurnStreamState[Any]:
-        """The incremental parser :class:`toolgrammar.turn.parser.TurnStreamParser` drives."""
-        from toolgrammar.formats.reader import TurnStreamState
-
+        """The incremental parser of a turn (the turn layer's ``TurnStreamParser`` drives it)."""
         return TurnStreamState(tools, self.block_reader(mode), reasoning_started=reasoning_started)
 
     def budget_literals(self) -> tuple[str, ...]:

@@ -23,7 +23,7 @@ without, and one kind per error keeps counts by kind summing to the number of er
 Schema mode validates with ``jsonschema``'s Draft 2020-12 validator against the tool's normalized
 ``parameters`` (``tools.py`` is the one place schemas are read and normalized); one validator is
 built per tool and cached. Formats are checked (``format`` is enforced by the grammar, so the judge
-checks it too) with :data:`toolgrammar.schema.string_formats.FORMAT_CHECKER`, the same on every machine.
+checks it too) with :data:`toolgrammar.schema.format_checker.FORMAT_CHECKER`, the same on every machine.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from toolgrammar.formats.calls import CallError, ToolCall
 
 if TYPE_CHECKING:
-    from toolgrammar.schema.tools import ArgumentMode, Tool, ToolSet
+    from toolgrammar.schema import ArgumentMode, Tool, ToolSet
 
 WRONG_KEYS_MESSAGE = 'error: a tool call must be a JSON object with exactly "name" and "arguments"'
 ARGUMENTS_NOT_OBJECT_MESSAGE = "error: arguments must be a JSON object"
@@ -113,7 +113,7 @@ def _validator(tool: Tool) -> Any:
         return entry[1]
     from jsonschema import Draft202012Validator  # lazy: costs ~50 ms, only schema mode needs it
 
-    from toolgrammar.schema.string_formats import FORMAT_CHECKER
+    from toolgrammar.schema import FORMAT_CHECKER  # lazy too: built with jsonschema
 
     validator = Draft202012Validator(tool.parameters, format_checker=FORMAT_CHECKER)
     _validators[key] = (tool, validator)

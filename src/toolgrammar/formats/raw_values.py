@@ -4,7 +4,7 @@ Formats such as ``glm`` write each argument's value between two tags as *raw tex
 is, anything else as JSON (the chat templates' ``v | tojson if v is not string else v``). The tool
 schema says how to read a value back: :func:`toolgrammar.formats.qwen_xml.parser.convert_value`
 (the one reader, imported by every such format). This module is the matching writer: the grammar of
-one value, built from the same shared pieces (:mod:`toolgrammar.schema.strings` for constrained raw
+one value, built from the same shared pieces (:mod:`toolgrammar.values.strings` for constrained raw
 strings, :mod:`toolgrammar.values.json_grammar` for numbers, objects and arrays), such that every text it
 allows reads back through ``convert_value`` as a schema-valid value.
 
@@ -23,12 +23,13 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from toolgrammar.automata.automaton import Node, alt, avoiding, group, lit, seq, star, utf8_char
+from toolgrammar.automata.nodes import Node, alt, avoiding, group, lit, seq, star, utf8_char
 from toolgrammar.errors import GrammarError, ToolSchemaError
-from toolgrammar.formats.qwen_xml import render_value
 from toolgrammar.formats.qwen_xml.parser import convert_value
-from toolgrammar.schema.strings import StringSchemaError, constrained_text, string_language
+from toolgrammar.formats.qwen_xml.render import render_value
+from toolgrammar.schema import StringSchemaError, string_language
 from toolgrammar.values.json_grammar import SchemaContext, integer_value, number_value, schema_node
+from toolgrammar.values.strings import constrained_text
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 def raw_text(avoid: Sequence[str], lead: str = "") -> Node:
     """``lead`` + any text, such that the two together contain none of ``avoid``.
 
-    Its regex (:func:`~toolgrammar.automata.automaton.to_regex`) is a tempered token that tests every start
+    Its regex (:func:`~toolgrammar.automata.regex.to_regex`) is a tempered token that tests every start
     position, the lead's included.
     """
     words = tuple(avoid)

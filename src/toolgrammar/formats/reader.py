@@ -5,8 +5,8 @@ start, a :class:`BlockCursor` that finds where a started block ends (fed the gro
 ``check``, which turns a cut-out block into a :class:`~toolgrammar.formats.calls.Block` (a call or an error).
 Everything else is read here, the same way for every format: :class:`TurnStreamState` is the
 reader, :func:`read_turn` feeds it a whole turn at once, and
-:class:`toolgrammar.turn.parser.TurnStreamParser` feeds it chunks, so streaming and one-shot parses agree
-by construction for every chunking.
+the turn layer's ``TurnStreamParser`` feeds it chunks, so streaming and one-shot parses agree by
+construction for every chunking.
 
 Reasoning
     ``reasoning_content`` is the ``<think>`` part: from a ``<think>`` that opens the turn (after
@@ -55,9 +55,9 @@ from toolgrammar.formats.calls import TurnParse
 from toolgrammar.formats.text import Trimmed, partial_suffix
 
 if TYPE_CHECKING:
-    from toolgrammar.formats.base import Markers
     from toolgrammar.formats.calls import Block, ToolCall
-    from toolgrammar.schema.tools import ToolSet
+    from toolgrammar.formats.markers import Markers
+    from toolgrammar.schema import ToolSet
 
 StreamPiece = tuple[Literal["content", "reasoning"], str] | tuple[Literal["tool_call"], "ToolCall"]
 """What :meth:`TurnStreamState.feed` emits: a piece of content or reasoning text, or one checked call."""

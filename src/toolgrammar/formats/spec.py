@@ -12,7 +12,7 @@ from importlib import resources
 from typing import Any
 
 from toolgrammar.errors import GrammarError
-from toolgrammar.formats.base import Markers
+from toolgrammar.formats.markers import Markers
 
 _TUPLE_MARKERS = ("leak", "end_of_turn")
 

@@ -34,12 +34,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from toolgrammar.automata.automaton import DEAD
+from toolgrammar.automata.nodes import DEAD
 from toolgrammar.errors import ProcessorError
 from toolgrammar.runtime.closing import close_row, follow, log_sum, stop_ids
-from toolgrammar.runtime.engine import Cursor, TokenGrammar, token_grammar
+from toolgrammar.runtime.cursor import Cursor
 from toolgrammar.runtime.masking import MaskApplier
 from toolgrammar.runtime.steering import CallPoints, call_openers, steer_row
+from toolgrammar.runtime.token_grammar import TokenGrammar, token_grammar
 from toolgrammar.turn.grammar import compile_turn
 from toolgrammar.vocab import Vocabulary
 
@@ -158,7 +159,7 @@ class ToolCallLogitsProcessor(LogitsProcessor):
     tokenizer :
         The model's transformers tokenizer (or a :class:`~toolgrammar.vocab.Vocabulary`).
     tools :
-        Anything :func:`toolgrammar.schema.tools.load_tools` takes (OpenAI tool list, JSON file path, ToolSet).
+        Anything :func:`toolgrammar.schema.loading.load_tools` takes (OpenAI tool list, JSON file path, ToolSet).
     max_new_tokens : int | None, default: None
         The same number given to ``generate`` (``model.generate(**inputs, **proc.generate_kwargs())``
         gives it for you). With it, a block that has started always closes within the budget, and a

@@ -25,9 +25,9 @@ from typing import Any, Literal
 from toolgrammar.errors import ToolgrammarError
 from toolgrammar.formats import get_format
 from toolgrammar.formats.calls import ToolCall, TurnParse
+from toolgrammar.formats.options import GrammarOptions, Reasoning
 from toolgrammar.integrations.hf import ToolCallLogitsProcessor
-from toolgrammar.schema.tools import load_tools
-from toolgrammar.turn.grammar import GrammarOptions, Reasoning
+from toolgrammar.schema import load_tools
 from toolgrammar.turn.parser import parse_turn
 
 __all__ = ["GenerateError", "GeneratedTurn", "generate_turn", "generate_turns"]
@@ -111,7 +111,7 @@ def generate_turn(
         The conversation so far: a list of chat messages (``{"role": ..., "content": ...}`` dicts,
         tool calls and tool results as the chat template takes them).
     tools :
-        Anything :func:`toolgrammar.schema.tools.load_tools` takes (an OpenAI tool list, bare
+        Anything :func:`toolgrammar.schema.loading.load_tools` takes (an OpenAI tool list, bare
         ``{"name", "parameters"}`` entries, a JSON file path, a ToolSet). The chat template is given
         them as an OpenAI tool list. Bad tools raise :class:`~toolgrammar.errors.ToolSchemaError`
         before anything is rendered or generated.

@@ -76,7 +76,7 @@ try:
     from outlines.processors import OutlinesLogitsProcessor
 except ImportError as error:
     raise ImportError(
-        "toolgrammar.integrations.outlines needs the outlines package (version 1.3.3): "
+        "toolgrammar.outlines needs the outlines package (version 1.3.3): "
         "pip install 'toolgrammar[outlines]'  (or: pip install outlines==1.3.3)"
     ) from error
 
@@ -85,7 +85,7 @@ import torch
 from toolgrammar.errors import ProcessorError
 from toolgrammar.formats import get_format
 from toolgrammar.integrations.hf import ToolCallLogitsProcessor
-from toolgrammar.schema.tools import load_tools
+from toolgrammar.schema import load_tools
 
 __all__ = ["ToolCallGenerator", "ToolCallProcessor", "ToolPrompt", "chat_prompt"]
 
@@ -122,12 +122,12 @@ def _hf_tokenizer(model_or_tokenizer: Any) -> Any:
     if isinstance(model_or_tokenizer, Transformers):
         if model_or_tokenizer.tensor_library_name != "torch":
             raise ProcessorError(
-                f"toolgrammar.integrations.outlines needs a torch model; this one uses {model_or_tokenizer.tensor_library_name!r}"
+                f"toolgrammar.outlines needs a torch model; this one uses {model_or_tokenizer.tensor_library_name!r}"
             )
         return model_or_tokenizer.hf_tokenizer
     if isinstance(model_or_tokenizer, Model):
         raise ProcessorError(
-            f"toolgrammar.integrations.outlines supports outlines' Transformers models (outlines.from_transformers), "
+            f"toolgrammar.outlines supports outlines' Transformers models (outlines.from_transformers), "
             f"not {type(model_or_tokenizer).__name__}"
         )
     return model_or_tokenizer
@@ -150,7 +150,7 @@ def chat_prompt(
     messages :
         The conversation (``[{"role": ..., "content": ...}, ...]``), or one user message as a string.
     tools :
-        Anything :func:`toolgrammar.schema.tools.load_tools` takes; the template is given the OpenAI list.
+        Anything :func:`toolgrammar.schema.loading.load_tools` takes; the template is given the OpenAI list.
     format :
         The tool-call format, for its reasoning markers.
     **template_kwargs :
@@ -190,7 +190,7 @@ class ToolCallProcessor(OutlinesLogitsProcessor):
     model :
         An outlines ``Transformers`` model (``outlines.from_transformers``), or its transformers tokenizer.
     tools :
-        Anything :func:`toolgrammar.schema.tools.load_tools` takes.
+        Anything :func:`toolgrammar.schema.loading.load_tools` takes.
     max_new_tokens :
         The same number given to the generator call: a started block always closes within it, and a
         forcing policy that cannot fit is refused here. ``None`` only where no budget applies.

@@ -34,7 +34,7 @@ from toolgrammar.turn.parser import parse_turn
 
 if TYPE_CHECKING:
     from toolgrammar.formats.calls import ToolCall, TurnParse
-    from toolgrammar.schema.tools import ToolSet
+    from toolgrammar.schema import ToolSet
     from toolgrammar.turn.grammar import TurnGrammar
 
 
@@ -133,9 +133,9 @@ def constraint_spec(
 
 def compiled_turn(spec: dict[str, Any]) -> TurnGrammar:
     """The spec's turn grammar, from the processor's own cache (compiled once per distinct spec)."""
-    from toolgrammar.integrations.vllm import _compile_spec
+    from toolgrammar.integrations.vllm import compile_spec
 
-    return _compile_spec(spec)
+    return compile_spec(spec)
 
 
 def _outside_valid_blocks(text: str, parsed: TurnParse) -> str:

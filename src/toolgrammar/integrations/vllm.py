@@ -73,16 +73,23 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from toolgrammar.errors import GrammarError, ProcessorError, ToolgrammarError
+from toolgrammar.formats import registered_format
+from toolgrammar.formats.options import GrammarOptions
 from toolgrammar.runtime.closing import close_row, follow, log_sum, stop_ids
+from toolgrammar.runtime.cursor import Cursor
 from toolgrammar.runtime.steering import CallPoints, call_openers, steer_row
-from toolgrammar.turn.grammar import GrammarOptions, TurnGrammar, compile_turn
+from toolgrammar.runtime.token_grammar import token_grammar
+from toolgrammar.schema import load_tools_lenient
+from toolgrammar.turn.grammar import TurnGrammar, compile_turn
 from toolgrammar.turn.structural_tag import structural_tag, turn_structural_tag, xgrammar_regex
+from toolgrammar.vocab import Vocabulary
 
 if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from toolgrammar.runtime.engine import Cursor, StateMask, TokenGrammar
+    from toolgrammar.runtime.cursor import Cursor
+    from toolgrammar.runtime.token_grammar import StateMask, TokenGrammar
     from toolgrammar.vocab import Vocabulary
 
 try:  # the processor must subclass vLLM's base class; keep the module importable without vLLM
@@ -92,7 +99,7 @@ except ImportError:  # pragma: no cover - exercised only where vLLM is absent
     BatchUpdate = Any  # type: ignore[assignment,misc]
     MoveDirectionality = None  # type: ignore[assignment]
 
-logger = logging.getLogger("toolgrammar.integrations.vllm")
+logger = logging.getLogger("toolgrammar.vllm")
 
 EXTRA_ARGS_KEY = "toolgrammar"
 """The key of ``SamplingParams.extra_args`` (``vllm_xargs`` on the server) that switches route 2 on."""
@@ -137,11 +144,11 @@ def extra_args(tools: Any, *, mode: str = "schema", as_json: bool = False, **opt
 
     ``as_json=True`` puts the spec in as a JSON string: the OpenAI server's ``vllm_xargs`` takes flat
     values only (``str | int | float | list``), so pass ``extra_body={"vllm_xargs": extra_args(...,
-    as_json=True)}`` there. Tools may be anything :func:`~toolgrammar.schema.tools.load_tools` takes that is
+    as_json=True)}`` there. Tools may be anything :func:`~toolgrammar.schema.loading.load_tools` takes that is
     JSON (the OpenAI tool list, or bare ``{"name", "description", "parameters"}`` entries).
     """
     spec: dict[str, Any] = {"tools": tools, "mode": mode, **options}
-    _compile_spec(_normalize_spec(spec))
+    compile_spec(_normalize_spec(spec))
     return {EXTRA_ARGS_KEY: json.dumps(spec, ensure_ascii=False) if as_json else spec}
 
 
@@ -178,7 +185,6 @@ def _normalize_spec(raw: Any) -> dict[str, Any]:
         if key in raw and not isinstance(raw[key], bool):
             raise GrammarError(f"extra_args[{EXTRA_ARGS_KEY!r}][{key!r}] must be true or false, got {raw[key]!r}")
     if "format" in raw:  # data from a request: it selects a registered format, it never names code to import
-        from toolgrammar.formats import registered_format
 
         registered_format(raw["format"], where=f"extra_args[{EXTRA_ARGS_KEY!r}]['format']")
     return dict(raw)
@@ -199,7 +205,7 @@ def _grammar_key(spec: dict[str, Any]) -> str:
         raise GrammarError(f"extra_args[{EXTRA_ARGS_KEY!r}] is not JSON-serialisable: {error}") from error
 
 
-def _compile_spec(spec: dict[str, Any]) -> TurnGrammar:
+def compile_spec(spec: dict[str, Any]) -> TurnGrammar:
     """The turn grammar of a spec, compiled once per process per distinct spec (LRU of 64)."""
     key = _grammar_key(spec)
     with _turns_lock:
@@ -222,7 +228,6 @@ def _load_lenient(tools: Any, mode: str) -> Any:
     """``load_tools(tools, lenient=True)``, each of its reports (what was mapped or dropped, where) logged.
 
     Logged once per distinct spec: the compiled turn is cached, so a repeated request does not log again."""
-    from toolgrammar.schema.tools import load_tools_lenient
 
     toolset, notes = load_tools_lenient(tools, mode=mode)
     for note in notes:
@@ -338,7 +343,7 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
                     "a request cannot use both structured_outputs and the toolgrammar logits processor: the two "
                     "constraints would fight; use one route"
                 )
-            _compile_spec(spec)
+            compile_spec(spec)
         except ToolgrammarError as error:
             raise ValueError(f"toolgrammar: {error}") from error
 
@@ -450,7 +455,6 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
         if self.max_model_len is not None and prompt_ids is not None:
             room = self.max_model_len - len(prompt_ids)
             budget = room if budget is None else min(budget, room)
-        from toolgrammar.runtime.engine import Cursor
 
         grammar = compiled.grammar
         cursor = Cursor(grammar, budget if budget is None or budget >= 1 else 1)
@@ -512,12 +516,11 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
     def _compiled(self, spec: dict[str, Any]) -> _Compiled:
         """The spec's token grammar (and, once a request steers, its call points), shared by every request
         with the same grammar; up to 64 kept, the oldest dropped."""
-        from toolgrammar.runtime.engine import token_grammar
 
         key = _grammar_key(spec)
         compiled = self._grammars.get(key)
         if compiled is None:
-            turn = _compile_spec(spec)
+            turn = compile_spec(spec)
             compiled = _Compiled(token_grammar(turn, self.vocabulary()), turn.format.markers.block_open)
             if len(self._grammars) >= _MAX_TURNS:
                 self._grammars.pop(next(iter(self._grammars)))
@@ -545,7 +548,6 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
             return self._vocab
         if self._vocab_error is not None:
             raise ProcessorError(self._vocab_error)
-        from toolgrammar.vocab import Vocabulary
 
         try:
             from vllm.tokenizers import cached_tokenizer_from_config

@@ -85,7 +85,7 @@ from toolgrammar.integrations.serving import (
 )
 from toolgrammar.integrations.vllm import EXTRA_ARGS_KEY
 
-logger = logging.getLogger("toolgrammar.integrations.vllm")
+logger = logging.getLogger("toolgrammar.vllm")
 
 
 class ToolgrammarToolParser(ToolParser):

@@ -11,11 +11,11 @@ ended the turn).
 
 With ``close_on_stop`` (on by default in :class:`~toolgrammar.integrations.hf.ToolCallLogitsProcessor` and in
 :class:`~toolgrammar.integrations.vllm.VllmToolCallLogitsProcessor`, per request there) a stop
-where the block's call is complete (:meth:`~toolgrammar.runtime.engine.TokenGrammar.closing_tokens`: after a
+where the block's call is complete (:meth:`~toolgrammar.runtime.token_grammar.TokenGrammar.closing_tokens`: after a
 hermes call's last brace, never inside its arguments) is kept as a decision to close:
 
 - The stop tokens' probability, read before masking, goes to the *closer*: of the tokens that take
-  the block nearest to its end (:meth:`~toolgrammar.runtime.engine.TokenGrammar.closing_tokens`), the one the
+  the block nearest to its end (:meth:`~toolgrammar.runtime.token_grammar.TokenGrammar.closing_tokens`), the one the
   model rates highest. Its new logit is the log-sum-exp of its own and the stop tokens' logits, so the
   row's normaliser is its allowed tokens' and the stop's; every other token keeps its logit bit for bit.
 - The decision is carried while the row follows the close. Taking the closer, the row is *closing*

@@ -20,14 +20,15 @@ import numpy as np
 import torch
 
 from toolgrammar.runtime.closing import NEGLIGIBLE, choose, pooled
-from toolgrammar.runtime.engine import StateMask
 from toolgrammar.runtime.steering import CallOpeners
+from toolgrammar.runtime.token_grammar import StateMask
 
 NEG_INF = float("-inf")
 
 
 class MaskApplier:
-    """Applies per-row :class:`~toolgrammar.runtime.engine.StateMask` values to ``(rows, width)`` logits in place."""
+    """Applies per-row :class:`~toolgrammar.runtime.token_grammar.StateMask` values to ``(rows, width)`` logits in
+    place."""
 
     def __init__(self) -> None:
         self._ids: dict[tuple[int, Any], torch.Tensor] = {}

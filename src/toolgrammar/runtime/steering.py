@@ -37,7 +37,7 @@ import numpy as np
 from toolgrammar.errors import ProcessorError
 
 if TYPE_CHECKING:
-    from toolgrammar.runtime.engine import TokenGrammar
+    from toolgrammar.runtime.token_grammar import TokenGrammar
     from toolgrammar.vocab import Vocabulary
 
 OTHER_SHAPE_PREFIXES: tuple[bytes, ...] = (b"```", b"{", b"[{")

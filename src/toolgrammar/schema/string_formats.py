@@ -1,7 +1,7 @@
-"""JSON Schema's ``format`` as regular languages, and the format checker the strict parser uses.
+"""JSON Schema's ``format`` as regular languages (what the grammar generates for each format).
 
 Each supported format is written as an anchored pattern in the dialect of
-:mod:`toolgrammar.schema.strings` and compiled like a ``pattern``:
+:mod:`toolgrammar.schema.patterns` and compiled like a ``pattern``:
 
 - ``date``: RFC 3339 ``full-date`` (``YYYY-MM-DD``), exact: the days of each month, February 29
   in leap years only, and no year 0000 (Python's ``date`` starts at year 1).
@@ -17,21 +17,15 @@ Each supported format is written as an anchored pattern in the dialect of
 - ``uri``: RFC 3986 ``URI`` (a scheme, then ``//authority`` or a path, optional query and
   fragment), with IPv6 and IPv4 hosts; ``IPvFuture`` hosts and non-ASCII characters (IRIs) left out.
 
-The strict parser judges formats with :data:`FORMAT_CHECKER`: ``jsonschema``'s own Draft 2020-12
-checks (``date``, ``email``, ``ipv4``, ``ipv6``, ``uuid``...), plus RFC 3339 ``date-time`` and
-``time`` and RFC 3986 ``uri`` written here, because ``jsonschema`` checks those only when optional
-packages are installed, and a judge must not change with what happens to be installed. Every string
-the grammar generates passes them (the tests check it, and against ``jsonschema``'s checker).
+The strict parser judges formats with :data:`~toolgrammar.schema.format_checker.FORMAT_CHECKER`: the
+full RFC languages, of which these are subsets.
 """
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 
-import jsonschema
-
-from toolgrammar.schema.strings import Rx, StringSchemaError, parse_pattern
+from toolgrammar.schema.patterns import Rx, StringSchemaError, parse_pattern
 
 _YEAR = r"(?:[0-9]{3}[1-9]|[0-9]{2}[1-9]0|[0-9][1-9]00|[1-9]000)"
 _LEAP_YEAR = r"(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)"
@@ -97,7 +91,7 @@ FORMATS: tuple[str, ...] = tuple(FORMAT_PATTERNS)
 
 @lru_cache(maxsize=16)
 def format_language(name: str) -> Rx:
-    """The strings of format ``name`` (:class:`~toolgrammar.schema.strings.Rx`); refuses unknown names."""
+    """The strings of format ``name`` (:class:`~toolgrammar.schema.patterns.Rx`); refuses unknown names."""
     if name not in FORMAT_PATTERNS:
         raise StringSchemaError(
             "format",
@@ -107,49 +101,4 @@ def format_language(name: str) -> Rx:
     return parse_pattern(f"^(?:{FORMAT_PATTERNS[name]})$")
 
 
-# --------------------------------------------------------------------------------------------------
-# The judge's checks: the full RFC languages (the grammar's are subsets of them)
-
-_CHECK_TIME = re.compile(
-    r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:(?:[0-5][0-9]|60)(?:\.[0-9]+)?(?:[zZ]|[+\-](?:[01][0-9]|2[0-3]):[0-5][0-9])",
-    re.ASCII,
-)
-_CHECK_DATE = re.compile(rf"{_DATE}", re.ASCII)
-_CHECK_URI = re.compile(
-    _URI.replace(rf"\[{_IPV6}\]", rf"\[(?:{_IPV6}|[vV][0-9a-fA-F]+\.[A-Za-z0-9._~!$&'()*+,;=:\-]+)\]"),
-    re.ASCII,
-)
-
-
-def is_time(instance: object) -> bool:
-    """RFC 3339 ``full-time`` (a leap second ``:60`` and lower-case ``z`` allowed, as the RFC allows)."""
-    return not isinstance(instance, str) or _CHECK_TIME.fullmatch(instance) is not None
-
-
-def is_date_time(instance: object) -> bool:
-    """RFC 3339 ``date-time``: ``full-date`` ``T`` ``full-time`` (``T`` in either case)."""
-    if not isinstance(instance, str):
-        return True
-    date, sep, time = instance[:10], instance[10:11], instance[11:]
-    return _CHECK_DATE.fullmatch(date) is not None and sep in ("T", "t") and is_time(time)
-
-
-def is_uri(instance: object) -> bool:
-    """RFC 3986 ``URI`` (``IPvFuture`` hosts included), ASCII only."""
-    return not isinstance(instance, str) or _CHECK_URI.fullmatch(instance) is not None
-
-
-def _format_checker() -> jsonschema.FormatChecker:
-    checker = jsonschema.FormatChecker(formats=())
-    checker.checkers.update(jsonschema.Draft202012Validator.FORMAT_CHECKER.checkers)
-    checker.checks("time")(is_time)
-    checker.checks("date-time")(is_date_time)
-    checker.checks("uri")(is_uri)
-    return checker
-
-
-FORMAT_CHECKER: jsonschema.FormatChecker = _format_checker()
-"""The format checker of the strict parser and of the normalizer's enum/const checks (see the module docstring)."""
-
-
-__all__ = ["FORMATS", "FORMAT_CHECKER", "FORMAT_PATTERNS", "format_language", "is_date_time", "is_time", "is_uri"]
+__all__ = ["FORMATS", "FORMAT_PATTERNS", "format_language"]

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from toolgrammar.automata.automaton import EOS
-from toolgrammar.runtime.engine import Cursor, StateMask, TokenGrammar
+from toolgrammar.automata.nodes import EOS
+from toolgrammar.runtime.cursor import Cursor
+from toolgrammar.runtime.token_grammar import StateMask, TokenGrammar
 from toolgrammar.turn.grammar import TurnGrammar
 
 

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolgrammar.errors import ToolgrammarError
+from toolgrammar.evaluate.models import tiny_random_qwen3
+from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
 
 
 class ServerError(ToolgrammarError, RuntimeError):
@@ -79,9 +81,6 @@ def write_tiny_random_qwen3(directory: Any, *, seed: int = 0) -> Any:
     if (path / "config.json").is_file() and (path / "tokenizer.json").is_file():
         return path
     import torch
-
-    from toolgrammar.evaluate.models import tiny_random_qwen3
-    from toolgrammar.vocab import load_qwen3_tokenizer
 
     model = tiny_random_qwen3(seed=seed).to(torch.bfloat16)
     model.config.max_position_embeddings = 8192

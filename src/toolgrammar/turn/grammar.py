@@ -30,141 +30,40 @@ This module imports no torch or transformers.
 from __future__ import annotations
 
 import hashlib
-import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from toolgrammar.automata.automaton import (
+from toolgrammar.automata.compile import compile_dfa
+from toolgrammar.automata.dfa import DFA
+from toolgrammar.automata.nodes import (
     ANY_TEXT_SYMBOL,
-    DEAD,
-    DFA,
     END,
-    N_SYMBOLS,
     Node,
-    Skeleton,
     alt,
     avoiding,
-    compile_dfa,
-    compile_skeleton,
     group,
-    lazy_repeats_in,
     lit,
     not_prefixed,
     repeat,
     seq,
     star,
-    to_regex,
 )
 from toolgrammar.automata.portable_regex import to_portable_regex
+from toolgrammar.automata.regex import to_regex
+from toolgrammar.automata.size import lazy_repeats_in
+from toolgrammar.automata.skeleton import Skeleton, compile_skeleton
 from toolgrammar.errors import GrammarError
 from toolgrammar.formats import get_format
-from toolgrammar.schema.tools import Tool, ToolSet, load_tools
+from toolgrammar.formats.options import GrammarOptions, options_from_kwargs
+from toolgrammar.schema import Tool, ToolSet, load_tools
 from toolgrammar.turn import policy
-from toolgrammar.values.json_grammar import Whitespace
 
 if TYPE_CHECKING:
     from toolgrammar.formats.base import ToolCallFormat
-    from toolgrammar.schema.tools import Tool
-
-Reasoning = Literal["enabled", "disabled", "prefilled"]
-"""``enabled``: the turn may open with ``<think>``. ``disabled``: no reasoning part.
-``prefilled``: the generation prompt already opened ``<think>``; the turn starts inside it."""
-
-WhitespaceMode = Literal["canonical", "flexible"]
-AfterCalls = Literal["end", "text"]
-
-
-@dataclass(frozen=True)
-class GrammarOptions:
-    """Every option of the grammar, with the same keyword names in every entry point."""
-
-    format: str = "hermes"
-    """Tool-call format: ``hermes`` or ``qwen-xml`` (or ``package.module:Class``)."""
-    tool_choice: str = "auto"
-    """``auto`` | ``required`` (no end of turn before a call) | ``none`` (no call) | a tool name (that call, now)."""
-    parallel_tool_calls: bool = True
-    """Whether more than one block may follow."""
-    reasoning: Reasoning = "enabled"
-    """See :data:`Reasoning`."""
-    whitespace: WhitespaceMode = "canonical"
-    """``canonical``: the chat template's ``json.dumps`` spelling. ``flexible``: bounded extra whitespace."""
-    max_whitespace: int = 2
-    """With ``whitespace="flexible"``: most whitespace characters at any one JSON whitespace position."""
-    escape_markers: bool = False
-    """Forbid the raw closing marker inside string values (the model must write ``<\\/tool_call>``)."""
-    after_calls: AfterCalls = "end"
-    """What may follow the last block: ``end`` of turn, or free ``text`` (which cannot open another block)."""
-    prose_first: bool = False
-    """With ``tool_choice="required"`` only: free text may come before the first block (the budget forces
-    the block at the end if the model never opens one). Default: the turn opens with the call."""
-
-    def __post_init__(self) -> None:
-        # Types first: a string "no" is truthy, so parallel_tool_calls="no" would silently mean True.
-        for name in ("parallel_tool_calls", "escape_markers"):
-            value = getattr(self, name)
-            if not isinstance(value, bool):
-                raise GrammarError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
-        if not isinstance(self.max_whitespace, int) or isinstance(self.max_whitespace, bool):
-            raise GrammarError(
-                f"max_whitespace must be an integer, got {self.max_whitespace!r} ({type(self.max_whitespace).__name__})"
-            )
-        for name in ("format", "reasoning", "whitespace", "after_calls"):
-            value = getattr(self, name)
-            if not isinstance(value, str):
-                raise GrammarError(f"{name} must be a string, got {value!r} ({type(value).__name__})")
-        if self.reasoning not in ("enabled", "disabled", "prefilled"):
-            raise GrammarError(f"reasoning must be 'enabled', 'disabled' or 'prefilled', got {self.reasoning!r}")
-        if self.whitespace not in ("canonical", "flexible"):
-            raise GrammarError(f"whitespace must be 'canonical' or 'flexible', got {self.whitespace!r}")
-        if self.after_calls not in ("end", "text"):
-            raise GrammarError(f"after_calls must be 'end' or 'text', got {self.after_calls!r}")
-        if not isinstance(self.tool_choice, str) or not self.tool_choice:
-            raise GrammarError(
-                f"tool_choice must be 'auto', 'required', 'none' or a tool name, got {self.tool_choice!r}"
-            )
-        if not isinstance(self.prose_first, bool):
-            raise GrammarError(f"prose_first must be True or False, got {self.prose_first!r}")
-        if self.prose_first and self.tool_choice != "required":
-            raise GrammarError(
-                f"prose_first=True applies to tool_choice='required' only (got tool_choice={self.tool_choice!r}): "
-                "under 'auto' text before a call is always allowed, a named tool is called straight away"
-            )
-
-    @property
-    def named_tool(self) -> str | None:
-        return None if self.tool_choice in ("auto", "required", "none") else self.tool_choice
-
-    def json_whitespace(self) -> Whitespace:
-        if self.whitespace == "canonical":
-            return Whitespace.canonical()
-        return Whitespace.flexible(self.max_whitespace)
-
-    def selected_tools(self, tools: ToolSet) -> list[Tool]:
-        """The tools a block may call under this policy."""
-        if self.named_tool is None:
-            return list(tools)
-        if self.named_tool not in tools:
-            raise GrammarError(
-                f"tool_choice names {self.named_tool!r}, which is not among the tools: {', '.join(tools.names)}"
-            )
-        return [tools[self.named_tool]]
-
-    @property
-    def key(self) -> str:
-        """Stable text of the options, for cache keys."""
-        return json.dumps(asdict(self), sort_keys=True)
-
-
-def options_from_kwargs(**kwargs: object) -> GrammarOptions:
-    """Build options from keyword arguments, rejecting unknown names with the list of known ones."""
-    known = set(GrammarOptions.__dataclass_fields__)
-    unknown = sorted(set(kwargs) - known)
-    if unknown:
-        raise GrammarError(f"unknown grammar option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    return GrammarOptions(**kwargs)  # type: ignore[arg-type]
+    from toolgrammar.schema import Tool
 
 
 @dataclass(frozen=True, eq=False)
@@ -199,7 +98,7 @@ class TurnGrammar:
         """The whole automaton, every tool's arguments compiled (the engine builds only what a turn visits).
 
         Refused (:class:`~toolgrammar.errors.GrammarError`) when an array is built an item at a time
-        (:data:`~toolgrammar.automata.automaton.LAZY_REPEAT_FROM`): built whole, it is what the size estimate exists to
+        (:data:`~toolgrammar.automata.size.LAZY_REPEAT_FROM`): built whole, it is what the size estimate exists to
         keep from compiling."""
         lazy = lazy_repeats_in(self.node)
         if lazy:
@@ -264,7 +163,8 @@ GRAMMAR_VERSION = "11"
 """Bumped whenever a change to the compiler changes what a grammar accepts or how its automaton is
 numbered (it keys the disk cache, which holds automata and their per-state tables). 10: composed
 automata (:mod:`toolgrammar.automata.compose`), minimal automata numbered breadth-first. 11: arrays spelled with
-the separator before each further item, long ones built an item at a time (:func:`toolgrammar.automata.lazy.lazy_repeats`:
+the separator before each further item, long ones built an item at a time
+(:func:`toolgrammar.automata.holes.lazy_repeats`:
 a skeleton may hold their holes)."""
 
 
@@ -277,9 +177,9 @@ def grammar_key(tools: ToolSet, options: GrammarOptions) -> str:
 
 
 def compile_turn(tools: object, *, mode: str = "schema", cache: bool = True, **options: object) -> TurnGrammar:
-    """Compile a tool list (anything :func:`~toolgrammar.schema.tools.load_tools` takes) into a turn grammar.
+    """Compile a tool list (anything :func:`~toolgrammar.schema.loading.load_tools` takes) into a turn grammar.
 
-    The automaton is the turn's skeleton (:func:`~toolgrammar.automata.automaton.compile_skeleton`), which depends on
+    The automaton is the turn's skeleton (:func:`~toolgrammar.automata.skeleton.compile_skeleton`), which depends on
     the format and options, not on the tool list: taken from this process's memory, the package's shipped
     skeletons or the on-disk cache where one was compiled before (see :mod:`toolgrammar.cache`;
     ``cache=False`` neither reads nor writes the disk). The tools' names and arguments join it as a turn
@@ -296,32 +196,6 @@ def compile_turn(tools: object, *, mode: str = "schema", cache: bool = True, **o
     return grammar
 
 
-def _check_cached_dfa(entry: dict[str, np.ndarray]) -> str | None:
-    """Why a cached automaton cannot be used as it is (shapes, dtypes, ranges), or ``None``.
-
-    The entry's content hash already matched; this guards the arrays' layout so that an entry
-    written by another version, or crafted, is rebuilt instead of indexing out of range.
-    """
-    names = {"transitions", "accepting", "safe", "start", "points"}
-    if set(entry) != names:
-        return f"arrays {sorted(entry)}, expected {sorted(names)}"
-    t, accepting, safe, start = entry["transitions"], entry["accepting"], entry["safe"], entry["start"]
-    if t.ndim != 2 or t.shape[1] != N_SYMBOLS or t.shape[0] < 1 or t.dtype != np.int32:
-        return f"transitions of shape {t.shape} and dtype {t.dtype}, expected (n, {N_SYMBOLS}) int32"
-    n = t.shape[0]
-    for name, array in (("accepting", accepting), ("safe", safe)):
-        if array.shape != (n,) or array.dtype != np.bool_:
-            return f"{name} of shape {array.shape} and dtype {array.dtype}, expected ({n},) bool"
-    if start.shape != () or start.dtype.kind not in "iu" or not 0 <= int(start) < n:
-        return f"start state {start!r} is not one of the {n} states"
-    if int(t.min()) < DEAD or int(t.max()) >= n:
-        return f"transitions lead outside the {n} states"
-    points = entry["points"]
-    if points.ndim != 2 or points.shape[1] != 3 or points.dtype.kind not in "iu":
-        return f"dispatch points of shape {points.shape}, expected (k, 3) integers"
-    if len(points) and (int(points[:, :2].min()) < 0 or int(points[:, :2].max()) >= n or int(points[:, 2].min()) < 0):
-        return f"dispatch points outside the {n} states"
-    return None
 
 
 def turn_node(tools: ToolSet, options: GrammarOptions, fmt: ToolCallFormat) -> Node:
@@ -333,10 +207,10 @@ def turn_node(tools: ToolSet, options: GrammarOptions, fmt: ToolCallFormat) -> N
     (:attr:`~toolgrammar.formats.base.ToolCallFormat.free_text_avoid` and friends), so the free
     regions exclude exactly what would change the parse.
     """
-    return _NodeLowering()(policy.turn_policy(tools, options, fmt).turn)
+    return NodeLowering()(policy.turn_policy(tools, options, fmt).turn)
 
 
-class _NodeLowering(policy.Lowering[Node]):
+class NodeLowering(policy.Lowering[Node]):
     """A turn policy as automaton nodes. Free regions are safe groups; blocks are an unsafe group."""
 
     def free_text(self, part: policy.FreeText) -> Node:

@@ -34,10 +34,11 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from toolgrammar.formats import get_format
 from toolgrammar.formats.calls import ToolCall, TurnParse
+from toolgrammar.schema import ToolSet, load_tools
 
 if TYPE_CHECKING:
     from toolgrammar.formats.base import ParseMode, ToolCallFormat
-    from toolgrammar.schema.tools import ToolSet
+    from toolgrammar.schema import ToolSet
 
 DeltaKind = Literal["content", "reasoning", "tool_call"]
 
@@ -83,12 +84,11 @@ class Delta:
 
 
 def load_toolset(tools: Any, *, tool_mode: str | None = None) -> ToolSet:
-    """``tools`` as a :class:`~toolgrammar.schema.tools.ToolSet`, via :func:`~toolgrammar.schema.tools.load_tools`.
+    """``tools`` as a :class:`~toolgrammar.schema.toolset.ToolSet`, via :func:`~toolgrammar.schema.loading.load_tools`.
 
     A ToolSet is returned as is unless ``tool_mode`` names another argument mode; anything else is
     loaded in ``tool_mode`` (default ``"schema"``).
     """
-    from toolgrammar.schema.tools import ToolSet, load_tools
 
     if tool_mode is None:
         tool_mode = tools.mode if isinstance(tools, ToolSet) else "schema"
@@ -106,7 +106,7 @@ def parse_turn(
 ) -> TurnParse:
     """Parse one whole assistant turn.
 
-    ``tools``: a :class:`~toolgrammar.schema.tools.ToolSet` or anything ``load_tools`` accepts (loaded in
+    ``tools``: a :class:`~toolgrammar.schema.toolset.ToolSet` or anything ``load_tools`` accepts (loaded in
     ``tool_mode``, default ``"schema"``). ``format``: a registered format name or object. ``mode``:
     ``"strict"`` or ``"seed"`` (see the module docstring). Bad model output never raises: it
     becomes blocks with errors. Raises :class:`~toolgrammar.errors.ToolSchemaError` for bad tools.

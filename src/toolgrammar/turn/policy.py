@@ -53,10 +53,10 @@ from typing import TYPE_CHECKING, Generic, TypeAlias, TypeVar
 from toolgrammar.errors import GrammarError
 
 if TYPE_CHECKING:
-    from toolgrammar.automata.automaton import Node
+    from toolgrammar.automata.nodes import Node
     from toolgrammar.formats.base import ToolCallFormat
-    from toolgrammar.schema.tools import ToolSet
-    from toolgrammar.turn.grammar import GrammarOptions
+    from toolgrammar.formats.options import GrammarOptions
+    from toolgrammar.schema import ToolSet
 
 
 @dataclass(frozen=True)

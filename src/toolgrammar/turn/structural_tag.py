@@ -42,20 +42,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from toolgrammar.automata.automaton import (
-    Alt,
-    Avoid,
-    Group,
-    Lit,
-    Members,
-    Node,
-    NotPrefixed,
-    Repeat,
-    Seq,
-    Shared,
-    seq,
-    to_regex,
-)
+from toolgrammar.automata.nodes import Alt, Avoid, Group, Lit, Members, Node, NotPrefixed, Repeat, Seq, Shared, seq
+from toolgrammar.automata.regex import to_regex
 from toolgrammar.errors import GrammarError
 from toolgrammar.turn import policy
 from toolgrammar.turn.grammar import compile_turn
@@ -106,7 +94,7 @@ def _turn_close_error(format_name: str, before: str) -> GrammarError:
     return GrammarError(
         f"the structured-outputs route cannot carry the {format_name!r} format: it may write {before!r} right "
         "before the end of the turn, which a structural tag (whose end is the turn's end) cannot say; use the "
-        "logits processor (toolgrammar.integrations.vllm.VllmToolCallLogitsProcessor) or the GBNF/lark exports"
+        "logits processor (toolgrammar.vllm.VllmToolCallLogitsProcessor) or the GBNF/lark exports"
     )
 
 
@@ -213,7 +201,7 @@ def _block_tag(block: Node, opener: str, closer: str) -> dict[str, Any]:
         raise GrammarError(
             f"the structured-outputs route cannot carry this grammar: a block holds {lookaround}, which needs a "
             "regex lookahead that xgrammar does not support (escape_markers=True, or a format with raw-text "
-            "values such as qwen-xml); use the logits processor (toolgrammar.integrations.vllm.VllmToolCallLogitsProcessor)"
+            "values such as qwen-xml); use the logits processor (toolgrammar.vllm.VllmToolCallLogitsProcessor)"
         )
     return {
         "type": "tag",
@@ -268,7 +256,7 @@ _ESCAPES = {"\n": r"\n", "\t": r"\t", "\r": r"\r", "\x0b": r"\v", "\x0c": r"\f"}
 
 
 def xgrammar_regex(pattern: str) -> str:
-    """Rewrite a Python ``re`` pattern (as :func:`~toolgrammar.automata.automaton.to_regex` prints it) for xgrammar.
+    """Rewrite a Python ``re`` pattern (as :func:`~toolgrammar.automata.regex.to_regex` prints it) for xgrammar.
 
     ``re.escape`` escapes characters that xgrammar's regex parser does not know as escapes (space,
     ``#``, ``&``, ``~``, a raw newline after a backslash...): xgrammar matches them literally but logs

@@ -1,6 +1,6 @@
 """JSON values as byte-level grammar trees, driven by a normalized tool schema.
 
-The input is a schema normalized by :mod:`toolgrammar.schema.tools` (refs inlined, only supported keywords
+The input is a schema normalized by :mod:`toolgrammar.schema.normalize` (refs inlined, only supported keywords
 left), so this module never guesses: each keyword it meets is one it enforces. The spelling is the
 chat template's by default (``json.dumps`` separators ``", "`` and ``": "``, ``ensure_ascii=False``):
 that is what Qwen models were trained to write. ``Whitespace.flexible(k)`` allows up to ``k``
@@ -20,14 +20,13 @@ from functools import lru_cache
 from json.encoder import encode_basestring
 from typing import TYPE_CHECKING, Any
 
-from toolgrammar.automata.automaton import (
-    MAX_ESTIMATED_SIZE,
+from toolgrammar import caches
+from toolgrammar.automata.nodes import (
     Members,
     Node,
     alt,
     avoiding,
     chars,
-    estimate_size,
     group,
     lit,
     opt,
@@ -37,12 +36,14 @@ from toolgrammar.automata.automaton import (
     star,
     utf8_char,
 )
+from toolgrammar.automata.size import MAX_ESTIMATED_SIZE, estimate_size
 from toolgrammar.errors import GrammarError, SchemaTooLargeError, ToolSchemaError
-from toolgrammar.schema.numbers import Bounds, integer_node, number_node
-from toolgrammar.schema.strings import StringSchemaError, constrained_text, string_language
+from toolgrammar.schema import Bounds, StringSchemaError, string_language
+from toolgrammar.values.numbers import integer_node, number_node
+from toolgrammar.values.strings import constrained_text
 
 if TYPE_CHECKING:
-    from toolgrammar.schema.tools import Tool
+    from toolgrammar.schema import Tool
 
 
 @dataclass(frozen=True)
@@ -248,7 +249,7 @@ def arguments_node(tool: Tool, ctx: SchemaContext) -> Node:
     """The grammar of ``tool``'s arguments object (its normalized ``parameters``), refused when too large.
 
     Kept with the schema trees (:data:`MAX_CACHED_PARTS`), keyed by the tool's canonical schema text
-    (:attr:`~toolgrammar.schema.tools.Tool.schema_json`, computed once per loaded tool): a server sees a new tool
+    (:attr:`~toolgrammar.schema.toolset.Tool.schema_json`, computed once per loaded tool): a server sees a new tool
     list on every request, but mostly tools it has seen before, and a tool's tree does not depend on its
     name or its list (the name only labels a refusal, which is never kept)."""
     key = (ctx.ws, ctx.string_avoid, "\0arguments\0" + tool.schema_json)
@@ -256,9 +257,13 @@ def arguments_node(tool: Tool, ctx: SchemaContext) -> Node:
 
 
 def clear_part_cache() -> None:
-    """Forget the trees :func:`schema_node` kept."""
+    """Forget the trees :func:`schema_node` kept, and the free-form values :func:`any_value` built."""
     with _parts_lock:
         _parts.clear()
+    any_value.cache_clear()
+
+
+caches.register("values.parts", clear_part_cache)
 
 
 def _schema_node(schema: dict[str, Any], ctx: SchemaContext, pointer: str) -> Node:
@@ -308,7 +313,7 @@ def _typed(schema: dict[str, Any], type_: str, ctx: SchemaContext, pointer: str)
 
 def string_value(schema: dict[str, Any], ctx: SchemaContext, pointer: str) -> Node:
     """A JSON string valid against ``schema``'s ``pattern``/``format``/``minLength``/``maxLength``
-    (:mod:`toolgrammar.schema.strings`); any JSON string when it has none."""
+    (:mod:`toolgrammar.schema.string_keywords`); any JSON string when it has none."""
     try:
         rx = string_language(schema)
     except StringSchemaError as error:  # the normalizer refuses these first; a hand-made schema may not
@@ -319,7 +324,7 @@ def string_value(schema: dict[str, Any], ctx: SchemaContext, pointer: str) -> No
 
 
 def integer_value(schema: dict[str, Any], ctx: SchemaContext, pointer: str) -> Node:
-    """A JSON integer within ``schema``'s bounds (:mod:`toolgrammar.schema.numbers`: exact)."""
+    """A JSON integer within ``schema``'s bounds (:mod:`toolgrammar.schema.bounds`: exact)."""
     bounds = Bounds(schema)
     if not bounds.any:
         return json_integer()
@@ -330,7 +335,7 @@ def integer_value(schema: dict[str, Any], ctx: SchemaContext, pointer: str) -> N
 
 
 def number_value(schema: dict[str, Any], ctx: SchemaContext, pointer: str) -> Node:
-    """A JSON number within ``schema``'s bounds (:mod:`toolgrammar.schema.numbers` says what is exact)."""
+    """A JSON number within ``schema``'s bounds (:mod:`toolgrammar.schema.bounds` says what is exact)."""
     try:
         return number_node(Bounds(schema), json_number())
     except ValueError as error:
@@ -348,7 +353,7 @@ def _array(schema: dict[str, Any], ctx: SchemaContext, pointer: str) -> Node:
     ws = ctx.ws
     # ``[ ws item (ws , ws item)* ws ]`` spelled ``[ ws item ws (, ws item ws)* ]``: the same language, with
     # each further item behind its separator's literal, where a long bounded repeat can be left unbuilt
-    # until a walk reaches it (toolgrammar.automata.lazy.lazy_repeats).
+    # until a walk reaches it (toolgrammar.automata.holes.lazy_repeats).
     further = seq(lit(ws.item_separator), ws.ws(), item, ws.ws())
     body = seq(item, ws.ws(), repeat(further, max(lo - 1, 0), None if hi is None else hi - 1))
     if lo == 0:
@@ -378,7 +383,7 @@ def object_node(schema: dict[str, Any], ctx: SchemaContext, pointer: str = "") -
 
 def check_size(node: Node, schema: dict[str, Any], ctx: SchemaContext, pointer: str) -> Node:
     """``node`` (the grammar of ``schema`` at ``pointer``), or :class:`SchemaTooLargeError` when its
-    :func:`~toolgrammar.automata.automaton.estimate_size` is over :data:`~toolgrammar.automata.automaton.MAX_ESTIMATED_SIZE`.
+    :func:`~toolgrammar.automata.size.estimate_size` is over :data:`~toolgrammar.automata.size.MAX_ESTIMATED_SIZE`.
 
     Called on every part as it is built, so the first refusal names the smallest part that is too
     large, before any automaton exists (estimates are memoized: the checks stay linear).
@@ -390,7 +395,7 @@ def check_size(node: Node, schema: dict[str, Any], ctx: SchemaContext, pointer: 
     raise SchemaTooLargeError(
         f"{'this part of the schema' if pointer else 'the arguments schema (/)'} is too large to compile: its "
         f"automaton is estimated at {size:,} states, "
-        f"over the limit of {MAX_ESTIMATED_SIZE:,} (toolgrammar.automata.automaton.MAX_ESTIMATED_SIZE); {remedy}",
+        f"over the limit of {MAX_ESTIMATED_SIZE:,} (toolgrammar.automata.size.MAX_ESTIMATED_SIZE); {remedy}",
         tool=ctx.tool or None,
         pointer=pointer,
         keyword=keyword,

@@ -75,6 +75,7 @@ Every name is importable from :mod:`toolgrammar.evaluate.compare` itself, as bef
 
 from __future__ import annotations
 
+from toolgrammar.bundled import bundled_tasks_path, bundled_tools_path
 from toolgrammar.evaluate.compare.config import (
     DEFAULT_LIMIT,
     DEFAULT_MAX_NEW_TOKENS,
@@ -83,15 +84,13 @@ from toolgrammar.evaluate.compare.config import (
     CompareError,
     Mode,
     Task,
-    bundled_tasks_path,
-    bundled_tools_path,
     has_matplotlib,
     load_tasks,
     missing_requirements,
 )
 from toolgrammar.evaluate.compare.generation import Generation, Generator, HFGenerator, assistant_opening
 from toolgrammar.evaluate.compare.judging import arguments_match, judge_turn, rejudge_run
-from toolgrammar.evaluate.compare.progress import _progress as _progress
+from toolgrammar.evaluate.compare.progress import progress_bar as progress_bar
 from toolgrammar.evaluate.compare.report import (
     INTENDED_ERROR_KINDS,
     Report,
@@ -100,9 +99,9 @@ from toolgrammar.evaluate.compare.report import (
     summary_rows,
     write_chart,
 )
-from toolgrammar.evaluate.compare.running import _initial_messages as _initial_messages
-from toolgrammar.evaluate.compare.running import _run_mode as _run_mode
+from toolgrammar.evaluate.compare.running import initial_messages as initial_messages
 from toolgrammar.evaluate.compare.running import prepare, run_compare
+from toolgrammar.evaluate.compare.running import run_mode as run_mode
 
 __all__ = [
     "DEFAULT_LIMIT",

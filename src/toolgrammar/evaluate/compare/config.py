@@ -6,12 +6,12 @@ import dataclasses
 import json
 import os
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
 from toolgrammar.errors import ToolgrammarError
 from toolgrammar.evaluate.extras import MATPLOTLIB, TQDM, Requirement, missing, model_requirements
+from toolgrammar.evaluate.relevance import RelevanceError, gate_methods
 
 Mode = Literal["free", "constrained"]
 MODES: tuple[Mode, Mode] = ("free", "constrained")
@@ -29,7 +29,7 @@ STEER_GATES: tuple[str, ...] = ("none", "pmi", "question", "name", "pmi+name")
 accepted (every part must say yes)."""
 
 _TASK_KEYS = frozenset({"id", "prompt", "expected_tool", "expected_arguments", "system"})
-_CONFIG_VERSION = "toolgrammar.evaluate.compare/1"
+CONFIG_VERSION = "toolgrammar.compare/1"
 
 
 class CompareError(ToolgrammarError, ValueError):
@@ -38,16 +38,6 @@ class CompareError(ToolgrammarError, ValueError):
 
 # --------------------------------------------------------------------------------------------------
 # Inputs
-
-
-def bundled_tools_path() -> Path:
-    """The five seed tools (``read_file``, ``list_files``, ``grep``, ``write_file``, ``run_tests``)."""
-    return Path(str(resources.files("toolgrammar") / "data" / "tools.json"))
-
-
-def bundled_tasks_path() -> Path:
-    """The bundled coding-agent tasks over the example repository (44 of them)."""
-    return Path(str(resources.files("toolgrammar") / "data" / "tasks.jsonl"))
 
 
 @dataclass(frozen=True)
@@ -244,8 +234,6 @@ class CompareConfig:
         if self.reasoning not in ("disabled", "enabled", "prefilled"):
             raise CompareError(f"--reasoning must be disabled, enabled or prefilled, got {self.reasoning!r}")
         if self.steer_gate != "none":
-            from toolgrammar.evaluate.relevance import RelevanceError, gate_methods
-
             try:
                 gate_methods(self.steer_gate)
             except RelevanceError as exc:

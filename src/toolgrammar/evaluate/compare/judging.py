@@ -13,6 +13,7 @@ from toolgrammar.evaluate.other_shapes import find_other_shape_calls
 from toolgrammar.evaluate.sandbox import Sandbox
 from toolgrammar.formats import get_format
 from toolgrammar.formats.calls import Block, TurnParse
+from toolgrammar.turn.parser import parse_turn
 
 
 def _norm_argument(value: Any) -> Any:
@@ -30,7 +31,7 @@ def arguments_match(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> b
 
 
 @dataclass
-class _Conversation:
+class Conversation:
     task: Task
     messages: list[dict[str, Any]]
     turns: list[dict[str, Any]] = field(default_factory=list)
@@ -39,8 +40,6 @@ class _Conversation:
 
 
 def _parse(text: str, tools: Any, config: CompareConfig) -> TurnParse:
-    from toolgrammar.turn.parser import parse_turn
-
     return parse_turn(
         text, tools, format=config.format, mode=config.parse_mode, reasoning_started=config.reasoning == "prefilled"
     )
@@ -68,10 +67,11 @@ def _inside_unclosed(text: str, parse: TurnParse, tools: Any, config: CompareCon
 
 def judge_turn(text: str, tools: Any, config: CompareConfig) -> dict[str, Any]:
     """The verdicts on one assistant turn's text: its parse, its other-shape calls, its unclosed block."""
-    return _judged(text, tools, config)[1]
+    return parse_and_judge_turn(text, tools, config)[1]
 
 
-def _judged(text: str, tools: Any, config: CompareConfig) -> tuple[TurnParse, dict[str, Any]]:
+def parse_and_judge_turn(text: str, tools: Any, config: CompareConfig) -> tuple[TurnParse, dict[str, Any]]:
+    """The turn's parse and :func:`judge_turn`'s verdicts on it."""
     parse = _parse(text, tools, config)
     return parse, {
         "parse": parse.to_dict(),
@@ -86,7 +86,7 @@ def _judged(text: str, tools: Any, config: CompareConfig) -> tuple[TurnParse, di
 def rejudge_run(record: Mapping[str, Any], task: Task, tools: Any, config: CompareConfig) -> dict[str, Any]:
     """A run record judged again from its turns' texts by the current judge (older reports, benches)."""
     turns = [{**t, **judge_turn(t["text"], tools, config)} for t in record["turns"]]
-    return _summarize_run(_Conversation(task, [], turns, stop=record["stop"]))
+    return summarize_run(Conversation(task, [], turns, stop=record["stop"]))
 
 
 def _intended_calls(turn: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -123,7 +123,7 @@ def _block_name(block: Block, config: CompareConfig) -> str | None:
     return get_format(config.format).block_name(block.raw)
 
 
-def _summarize_run(conversation: _Conversation) -> dict[str, Any]:
+def summarize_run(conversation: Conversation) -> dict[str, Any]:
     task = conversation.task
     turns = conversation.turns
     blocks = sum(len(t["parse"]["blocks"]) for t in turns)

@@ -45,7 +45,7 @@ class _Bar(_NoBar):
         self.bar.close()
 
 
-def _progress(total: int, enabled: bool, *, initial: int = 0) -> _NoBar:
+def progress_bar(total: int, enabled: bool, *, initial: int = 0) -> _NoBar:
     if not enabled:
         return _NoBar()
     try:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolgrammar.evaluate.compare.config import _CONFIG_VERSION, MODES, has_matplotlib
+from toolgrammar.evaluate.compare.config import CONFIG_VERSION, MODES, has_matplotlib
 from toolgrammar.evaluate.other_shapes import OTHER_SHAPE_KIND
 from toolgrammar.evaluate.relevance import describe_gate
 from toolgrammar.formats.calls import ERROR_KINDS
@@ -38,7 +38,7 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "version": _CONFIG_VERSION,
+            "version": CONFIG_VERSION,
             "config": self.config,
             "environment": self.environment,
             "summary": self.summary,
@@ -259,7 +259,7 @@ def summary_rows(summary: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     return rows
 
 
-def _markdown(report: Report) -> str:
+def markdown_report(report: Report) -> str:
     cfg, summary = report.config, report.summary
     f, c = summary["modes"]["free"], summary["modes"]["constrained"]
     lines = ["# toolgrammar compare: free vs constrained sampling", ""]

@@ -12,30 +12,31 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from toolgrammar.errors import ToolgrammarError
+from toolgrammar.bundled import bundled_tasks_path, bundled_tools_path
+from toolgrammar.errors import ToolgrammarError, ToolSchemaError
 from toolgrammar.evaluate.compare.config import (
-    _CONFIG_VERSION,
+    CONFIG_VERSION,
     MODES,
     CompareConfig,
     CompareError,
     Mode,
     Task,
-    bundled_tasks_path,
-    bundled_tools_path,
     has_matplotlib,
     load_tasks,
     missing_requirements,
 )
 from toolgrammar.evaluate.compare.generation import Generator, HFGenerator, assistant_opening
-from toolgrammar.evaluate.compare.judging import _Conversation, _judged, _summarize_run
-from toolgrammar.evaluate.compare.progress import _progress
-from toolgrammar.evaluate.compare.report import Report, _markdown, summarize, write_chart
+from toolgrammar.evaluate.compare.judging import Conversation, parse_and_judge_turn, summarize_run
+from toolgrammar.evaluate.compare.progress import progress_bar
+from toolgrammar.evaluate.compare.report import Report, markdown_report, summarize, write_chart
 from toolgrammar.evaluate.extras import missing_message
 from toolgrammar.evaluate.sandbox import Sandbox
+from toolgrammar.schema import load_tools
 
 
-def _initial_messages(task: Task, config: CompareConfig) -> list[dict[str, Any]]:
-    own = getattr(task, "messages", None)  # a task that brings its conversation (toolgrammar.evaluate.bfcl_suite.BfclTask)
+def initial_messages(task: Task, config: CompareConfig) -> list[dict[str, Any]]:
+    # a task that brings its conversation (toolgrammar.evaluate.bfcl_suite.BfclTask)
+    own = getattr(task, "messages", None)
     if own:
         given = [dict(m) for m in own]
         if config.system_prompt and given[0].get("role") == "system":
@@ -51,7 +52,7 @@ def _initial_messages(task: Task, config: CompareConfig) -> list[dict[str, Any]]
     return messages
 
 
-def _run_mode(
+def run_mode(
     generator: Generator,
     batch: list[Task],
     *,
@@ -65,7 +66,7 @@ def _run_mode(
     """All turns of every run of one batch in one mode; returns (run records, timing records)."""
     openai_tools = tools.to_openai()
     opening = assistant_opening(config, tools)
-    conversations = [_Conversation(task, _initial_messages(task, config)) for task in batch]
+    conversations = [Conversation(task, initial_messages(task, config)) for task in batch]
     timings: list[dict[str, Any]] = []
     gate, gate_seconds = _gate(generator, conversations, openai_tools, mode=mode, config=config)
     try:
@@ -109,7 +110,7 @@ def _run_mode(
             )
             for conversation, prompt, output in zip(active, prompts, outputs, strict=True):
                 text = opening + output.text  # the whole assistant turn, pre-filled opening included
-                parse, judged = _judged(text, tools, config)
+                parse, judged = parse_and_judge_turn(text, tools, config)
                 record = {
                     "turn": turn,
                     "prompt_chars": len(prompt),
@@ -144,7 +145,7 @@ def _run_mode(
         for conversation in conversations:
             if conversation.sandbox is not None:
                 conversation.sandbox.close()
-    records = [_summarize_run(c) for c in conversations]
+    records = [summarize_run(c) for c in conversations]
     if gate is not None:
         for conversation, record in zip(conversations, records, strict=True):
             record["steer_gate"] = gate[id(conversation)].to_dict()
@@ -153,7 +154,7 @@ def _run_mode(
 
 def _gate(
     generator: Generator,
-    conversations: Sequence[_Conversation],
+    conversations: Sequence[Conversation],
     tools: list[dict[str, Any]],
     *,
     mode: Mode,
@@ -239,8 +240,6 @@ def _environment(generator: Any) -> dict[str, Any]:
 
 def prepare(config: CompareConfig) -> tuple[Any, list[Task]]:
     """Check the config and load tools and tasks; raises :class:`CompareError` (or ToolSchemaError) on bad input."""
-    from toolgrammar.errors import ToolSchemaError
-    from toolgrammar.schema.tools import load_tools
 
     config.check()
     tools_path = Path(config.tools) if config.tools else bundled_tools_path()
@@ -288,7 +287,7 @@ def run_compare(
     out.mkdir(parents=True, exist_ok=True)
     tasks_file = Path(config.tasks) if config.tasks else bundled_tasks_path()
     identity = {
-        "version": _CONFIG_VERSION,
+        "version": CONFIG_VERSION,
         "config": {
             k: v
             for k, v in config.to_dict().items()
@@ -323,7 +322,7 @@ def run_compare(
         if prepare_generator is not None:
             prepare_generator()  # builds the grammar: bad tools or options for this tokenizer fail now
         try:
-            prompt_example = generator.render(_initial_messages(tasks[0], config), tools.to_openai())
+            prompt_example = generator.render(initial_messages(tasks[0], config), tools.to_openai())
         except Exception as error:
             raise CompareError(
                 f"model {config.model!r}: the chat template failed on the first task ({type(error).__name__}: {error})"
@@ -347,7 +346,7 @@ def run_compare(
     _replace_lines(runs_file, timings + runs)  # only complete batches survive
 
     total = len(tasks) * len(config.seeds) * 2
-    bar = _progress(total, config.progress, initial=2 * len(runs))
+    bar = progress_bar(total, config.progress, initial=2 * len(runs))
     try:
         for seed, index, batch in plan:
             if (seed, index) in done:
@@ -358,7 +357,7 @@ def run_compare(
                 def on_step(what: str, step: int, seed: int = seed, index: int = index) -> None:
                     bar.tick(f"seed {seed} batch {index + 1} {what}: token {step}/{config.max_new_tokens}")
 
-                records, mode_timings = _run_mode(
+                records, mode_timings = run_mode(
                     generator,
                     batch,
                     mode=mode,
@@ -407,5 +406,5 @@ def run_compare(
         write_chart(report.summary, chart)
     else:
         chart.unlink(missing_ok=True)  # never leave an older run's chart beside this report
-    (out / "report.md").write_text(_markdown(report), encoding="utf-8")
+    (out / "report.md").write_text(markdown_report(report), encoding="utf-8")
     return report

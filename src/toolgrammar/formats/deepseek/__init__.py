@@ -33,19 +33,29 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from toolgrammar.errors import ToolSchemaError
-from toolgrammar.formats.base import Markers, ToolCallFormat
+from toolgrammar.errors import TokenizerError, ToolSchemaError
+from toolgrammar.formats.base import ToolCallFormat
+from toolgrammar.formats.deepseek.grammar import block_grammar
+from toolgrammar.formats.deepseek.parser import DeepSeekBlocks
 from toolgrammar.formats.deepseek.render import render_section
-from toolgrammar.formats.deepseek.shape import PACKAGE, Variant, section_openers, tokenizer_pins, variants
+from toolgrammar.formats.deepseek.shape import (
+    PACKAGE,
+    Variant,
+    section_openers,
+    tokenizer_pins,
+    variant_markers,
+    variants,
+)
+from toolgrammar.formats.markers import Markers
 from toolgrammar.formats.spec import markers_of
+from toolgrammar.packages import package_file
+from toolgrammar.vocab import Vocabulary
 
 if TYPE_CHECKING:
-    from toolgrammar.automata.automaton import Node
+    from toolgrammar.automata.nodes import Node
     from toolgrammar.formats.calls import ToolCall
-    from toolgrammar.formats.deepseek.parser import DeepSeekBlocks
-    from toolgrammar.schema.tools import Tool, ToolSet
-    from toolgrammar.turn.grammar import GrammarOptions
-    from toolgrammar.vocab import Vocabulary
+    from toolgrammar.formats.options import GrammarOptions
+    from toolgrammar.schema import Tool, ToolSet
 
 FORMAT_NAMES: dict[str, str] = {
     "v3": "deepseek-v3",
@@ -61,16 +71,12 @@ _NAME = re.compile(
 )
 
 
-def _markers(v: Variant) -> Markers:
-    return dataclasses.replace(markers_of(PACKAGE), block_open=v.section_open, block_close=v.section_close)
-
-
 class DeepSeekV41Format(ToolCallFormat):
     """One DeepSeek sub-format (subclasses set :attr:`variant_key`); this one is V4.1."""
 
     name: ClassVar[str] = "deepseek-v4.1"
     variant_key: ClassVar[str] = "v41"
-    markers: ClassVar[Markers] = _markers(variants()["v41"])
+    markers: ClassVar[Markers] = variant_markers(variants()["v41"])
     block_holds_calls: ClassVar[bool] = True
     free_text_avoid: ClassVar[tuple[str, ...]] = section_openers()
     """Every sub-format's section opener: the one parser reads a section of any of them."""
@@ -80,8 +86,6 @@ class DeepSeekV41Format(ToolCallFormat):
         return variants()[self.variant_key]
 
     def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
-        from toolgrammar.formats.deepseek.grammar import block_grammar
-
         return block_grammar(tools, options, self.variant)
 
     def render_call(self, tool: Tool | str, arguments: dict[str, Any]) -> str:
@@ -93,8 +97,6 @@ class DeepSeekV41Format(ToolCallFormat):
         return render_section(self.variant, [(c.name, c.arguments) for c in calls])
 
     def block_reader(self, mode: str = "strict") -> DeepSeekBlocks:
-        from toolgrammar.formats.deepseek.parser import DeepSeekBlocks
-
         return DeepSeekBlocks(mode, self.markers)
 
     def budget_literals(self) -> tuple[str, ...]:
@@ -159,10 +161,7 @@ def _pin(repo: str) -> tuple[str, str, str, str] | None:
 def _vocabulary(dist: str, module: str, file: str) -> Vocabulary:
     """A DeepSeek vocabulary from an installed package's file, never importing the package (a ``.zip``
     holding ``tokenizer.json`` is unpacked once per process into a temporary folder)."""
-    from toolgrammar.errors import TokenizerError
-    from toolgrammar.vocab import Vocabulary, _package_file
-
-    path = _package_file(module, dist, *file.split("/"))
+    path = package_file(module, dist, *file.split("/"))
     if path.suffix == ".zip":
         with zipfile.ZipFile(path) as archive:
             names = [n for n in archive.namelist() if n.endswith("tokenizer.json")]
@@ -196,25 +195,25 @@ class DeepSeekFormat(DeepSeekV41Format):
 class DeepSeekV4Format(DeepSeekV41Format):
     name: ClassVar[str] = "deepseek-v4"
     variant_key: ClassVar[str] = "v4"
-    markers: ClassVar[Markers] = _markers(variants()["v4"])
+    markers: ClassVar[Markers] = variant_markers(variants()["v4"])
 
 
 class DeepSeekV32Format(DeepSeekV41Format):
     name: ClassVar[str] = "deepseek-v3.2"
     variant_key: ClassVar[str] = "v32"
-    markers: ClassVar[Markers] = _markers(variants()["v32"])
+    markers: ClassVar[Markers] = variant_markers(variants()["v32"])
 
 
 class DeepSeekV31Format(DeepSeekV41Format):
     name: ClassVar[str] = "deepseek-v3.1"
     variant_key: ClassVar[str] = "v31"
-    markers: ClassVar[Markers] = _markers(variants()["v31"])
+    markers: ClassVar[Markers] = variant_markers(variants()["v31"])
 
 
 class DeepSeekV3Format(DeepSeekV41Format):
     name: ClassVar[str] = "deepseek-v3"
     variant_key: ClassVar[str] = "v3"
-    markers: ClassVar[Markers] = _markers(variants()["v3"])
+    markers: ClassVar[Markers] = variant_markers(variants()["v3"])
 
 
 __all__ = [

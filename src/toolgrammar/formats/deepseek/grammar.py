@@ -22,17 +22,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from toolgrammar.automata.automaton import Members, Node, alt, avoiding, dispatch, lit, seq, star, utf8_char
+from toolgrammar.automata.nodes import Members, Node, alt, avoiding, dispatch, lit, seq, star, utf8_char
 from toolgrammar.errors import GrammarError, ToolSchemaError
 from toolgrammar.formats.deepseek.render import dumps
 from toolgrammar.formats.hermes.grammar import tail_key
-from toolgrammar.schema.strings import StringSchemaError, constrained_text, string_language
+from toolgrammar.schema import StringSchemaError, string_language
 from toolgrammar.values.json_grammar import SchemaContext, arguments_node, check_size, schema_node
+from toolgrammar.values.strings import constrained_text
 
 if TYPE_CHECKING:
     from toolgrammar.formats.deepseek.shape import Variant
-    from toolgrammar.schema.tools import Tool, ToolSet
-    from toolgrammar.turn.grammar import GrammarOptions
+    from toolgrammar.formats.options import GrammarOptions
+    from toolgrammar.schema import Tool, ToolSet
 
 
 def block_grammar(tools: ToolSet, options: GrammarOptions, v: Variant) -> Node:

@@ -6,11 +6,14 @@ One :class:`Variant` per ``[variants.*]`` table. The grammar (:mod:`.grammar`) a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from toolgrammar.formats.spec import format_spec
+from toolgrammar.formats.spec import format_spec, markers_of
+
+if TYPE_CHECKING:
+    from toolgrammar.formats.markers import Markers
 
 PACKAGE = "toolgrammar.formats.deepseek"
 
@@ -46,12 +49,6 @@ class Variant:
     def dsml(self) -> bool:
         return self.kind == "dsml"
 
-    def render(self, calls: list[tuple[str, dict[str, Any]]]) -> str:
-        """A section holding ``calls`` exactly as the template / encoder writes it."""
-        from toolgrammar.formats.deepseek.render import render_section
-
-        return render_section(self, calls)
-
 
 def _variant(key: str, table: dict[str, Any]) -> Variant:
     kind = table["kind"]
@@ -86,9 +83,14 @@ def tokenizer_pins() -> tuple[tuple[str, tuple[str, str, str, str]], ...]:
     return tuple(sorted(((k, tuple(v)) for k, v in table.items()), key=lambda kv: -len(kv[0])))  # type: ignore[misc]
 
 
+def variant_markers(v: Variant) -> Markers:
+    """The markers of sub-format ``v``: the family's (``format.toml``), with ``v``'s section as the block."""
+    return replace(markers_of(PACKAGE), block_open=v.section_open, block_close=v.section_close)
+
+
 def section_openers() -> tuple[str, ...]:
     """The distinct section openers of every sub-format (V3 and V3.1 share theirs)."""
     return tuple(dict.fromkeys(v.section_open for v in variants().values()))
 
 
-__all__ = ["PACKAGE", "Variant", "section_openers", "tokenizer_pins", "variants"]
+__all__ = ["PACKAGE", "Variant", "section_openers", "tokenizer_pins", "variant_markers", "variants"]

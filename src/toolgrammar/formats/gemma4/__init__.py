@@ -16,43 +16,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from toolgrammar.errors import ToolSchemaError
-from toolgrammar.formats.base import Markers, ToolCallFormat
-from toolgrammar.formats.spec import format_spec, markers_of
+from toolgrammar.formats.base import ToolCallFormat
+from toolgrammar.formats.gemma4.grammar import block_grammar
+from toolgrammar.formats.gemma4.notation import CALL_PREFIX, KEY_FORBIDDEN, QUOTE, dictsort, render_value
+from toolgrammar.formats.gemma4.parser import Gemma4Blocks, block_name
+from toolgrammar.formats.markers import Markers
+from toolgrammar.formats.spec import markers_of
 
 if TYPE_CHECKING:
-    from toolgrammar.automata.automaton import Node
-    from toolgrammar.formats.gemma4.parser import Gemma4Blocks
-    from toolgrammar.schema.tools import Tool, ToolSet
-    from toolgrammar.turn.grammar import GrammarOptions
-
-_SPEC: dict[str, str] = format_spec(__name__)["block"]
-QUOTE = _SPEC["quote"]
-KEY_FORBIDDEN = ("{", "}", "[", "]", ",", ":", QUOTE, "\n")
-
-
-def dictsort(keys: Any) -> list[str]:
-    """Keys in Jinja ``dictsort`` order: case-insensitive (ties keep the input order)."""
-    return sorted(keys, key=str.lower)
-
-
-def render_value(value: Any) -> str:
-    """One value as the Gemma 4 template writes it."""
-    if isinstance(value, str):
-        return f"{QUOTE}{value}{QUOTE}"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if value is None:
-        return "null"
-    if isinstance(value, int | float):
-        return str(value)
-    if isinstance(value, dict):
-        sep, ksep = _SPEC["item_separator"], _SPEC["key_separator"]
-        return "{" + sep.join(f"{k}{ksep}{render_value(value[k])}" for k in dictsort(value)) + "}"
-    if isinstance(value, list | tuple):
-        return "[" + _SPEC["item_separator"].join(render_value(v) for v in value) + "]"
-    raise TypeError(f"gemma4 cannot write a {type(value).__name__} value")
+    from toolgrammar.automata.nodes import Node
+    from toolgrammar.formats.options import GrammarOptions
+    from toolgrammar.schema import Tool, ToolSet
 
 
 class Gemma4Format(ToolCallFormat):
@@ -63,27 +37,19 @@ class Gemma4Format(ToolCallFormat):
     canitoolcall_families: ClassVar[dict[str, str]] = {"gemma4": "strict"}
 
     def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
-        from toolgrammar.formats.gemma4.grammar import block_grammar
-
         return block_grammar(tools, options, self.markers)
 
     def render_call(self, tool: Tool | str, arguments: dict[str, Any]) -> str:
         name = tool if isinstance(tool, str) else tool.name
-        return (
-            f"{self.markers.block_open}{_SPEC['call_prefix']}{name}{render_value(arguments)}{self.markers.block_close}"
-        )
+        return f"{self.markers.block_open}{CALL_PREFIX}{name}{render_value(arguments)}{self.markers.block_close}"
 
     def block_reader(self, mode: str = "strict") -> Gemma4Blocks:
-        from toolgrammar.formats.gemma4.parser import Gemma4Blocks
-
         return Gemma4Blocks(mode, self.markers)
 
     def budget_literals(self) -> tuple[str, ...]:
         return ("}" + self.markers.block_close, QUOTE)
 
     def block_name(self, raw: str) -> str | None:
-        from toolgrammar.formats.gemma4.parser import block_name
-
         return block_name(raw)
 
     def closed_cut_block(self, text: str) -> str:

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from toolgrammar.automata.automaton import (
+from toolgrammar.automata.lazy import schema_tail_key
+from toolgrammar.automata.nodes import (
     Members,
     Node,
     alt,
@@ -40,17 +41,16 @@ from toolgrammar.automata.automaton import (
     star,
     utf8_char,
 )
-from toolgrammar.automata.lazy import schema_tail_key
 from toolgrammar.errors import GrammarError, ToolSchemaError
-from toolgrammar.formats.gemma4 import QUOTE, dictsort, render_value
-from toolgrammar.formats.gemma4.parser import CALL_PREFIX, ITEM_SEP, KEY_SEP
-from toolgrammar.schema.strings import StringSchemaError, constrained_text, string_language
+from toolgrammar.formats.gemma4.notation import CALL_PREFIX, ITEM_SEP, KEY_SEP, QUOTE, dictsort, render_value
+from toolgrammar.schema import StringSchemaError, string_language
 from toolgrammar.values.json_grammar import SchemaContext, check_size, finite_number, integer_value, number_value
+from toolgrammar.values.strings import constrained_text
 
 if TYPE_CHECKING:
-    from toolgrammar.formats.base import Markers
-    from toolgrammar.schema.tools import Tool, ToolSet
-    from toolgrammar.turn.grammar import GrammarOptions
+    from toolgrammar.formats.markers import Markers
+    from toolgrammar.formats.options import GrammarOptions
+    from toolgrammar.schema import Tool, ToolSet
 
 ANY_DEPTH = 2
 

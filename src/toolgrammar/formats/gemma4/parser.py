@@ -41,21 +41,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from toolgrammar.formats.calls import Block, CallError, ToolCall
 from toolgrammar.formats.checks import check_call
+from toolgrammar.formats.gemma4.notation import CALL_PREFIX, ITEM_SEP, KEY_SEP, QUOTE
 from toolgrammar.formats.reader import Opener, Span
 from toolgrammar.formats.reader import check_mode as check_reader_mode
-from toolgrammar.formats.spec import format_spec
 
 if TYPE_CHECKING:
-    from toolgrammar.formats.base import Markers
-    from toolgrammar.schema.tools import ToolSet
+    from toolgrammar.formats.markers import Markers
+    from toolgrammar.schema import ToolSet
 
 MODES: tuple[str, ...] = ("strict",)
-
-_SPEC = format_spec("toolgrammar.formats.gemma4")["block"]
-CALL_PREFIX: str = _SPEC["call_prefix"]
-QUOTE: str = _SPEC["quote"]
-ITEM_SEP: str = _SPEC["item_separator"]
-KEY_SEP: str = _SPEC["key_separator"]
 
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _BARE_END = re.compile(r"[,}\]]")

@@ -25,16 +25,18 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from toolgrammar.errors import ToolSchemaError
-from toolgrammar.formats.base import Markers, ToolCallFormat
-from toolgrammar.formats.glm.grammar import Spelling
+from toolgrammar.formats.base import ToolCallFormat
+from toolgrammar.formats.glm.grammar import Spelling, block_grammar
 from toolgrammar.formats.glm.parser import GlmBlocks, Tags
-from toolgrammar.formats.qwen_xml import render_value
+from toolgrammar.formats.glm.vocab import glm_vocabulary
+from toolgrammar.formats.markers import Markers
+from toolgrammar.formats.qwen_xml.render import render_value
 from toolgrammar.formats.spec import format_spec, markers_of
 
 if TYPE_CHECKING:
-    from toolgrammar.automata.automaton import Node
-    from toolgrammar.schema.tools import Tool, ToolSet
-    from toolgrammar.turn.grammar import GrammarOptions
+    from toolgrammar.automata.nodes import Node
+    from toolgrammar.formats.options import GrammarOptions
+    from toolgrammar.schema import Tool, ToolSet
     from toolgrammar.vocab import Vocabulary
 
 _SPEC = format_spec(__name__)
@@ -89,8 +91,6 @@ class GlmFormat(ToolCallFormat):
         return spelling_of(self.variant)
 
     def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
-        from toolgrammar.formats.glm.grammar import block_grammar
-
         return block_grammar(tools, options, self.markers, TAGS, self.spelling)
 
     def render_call(self, tool: Tool | str, arguments: dict[str, Any]) -> str:
@@ -123,8 +123,6 @@ class GlmFormat(ToolCallFormat):
         folder = VOCABULARIES.get(repo)
         if folder is None:
             return None
-        from toolgrammar.formats.glm.vocab import glm_vocabulary
-
         return glm_vocabulary(folder, tuple(self.markers.end_of_turn))
 
     def check_tools(self, tools: ToolSet) -> None:

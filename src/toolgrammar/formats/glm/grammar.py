@@ -19,7 +19,7 @@ border: its only ``<`` is its first character), so the parser's value is exactly
 one. ``escape_markers=True`` also keeps every tag (:data:`MARKUP`) out of string values, for
 downstream parsers that split on them with regular expressions.
 
-The name decides the rest: a :func:`~toolgrammar.automata.automaton.dispatch` whose keys are
+The name decides the rest: a :func:`~toolgrammar.automata.nodes.dispatch` whose keys are
 ``NAME{after_name}<`` (prefix-free: names hold no ``<``), so the engine compiles a tool's arguments
 only when a call reaches them. Every piece after the name starts with ``<`` (a tag), so each
 argument is written with the ``<`` of the *next* tag at its end and the tail ends with
@@ -32,17 +32,17 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from toolgrammar.automata.automaton import Members, Node, dispatch, lit, seq
+from toolgrammar.automata.nodes import Members, Node, dispatch, lit, seq
 from toolgrammar.errors import GrammarError
 from toolgrammar.formats.hermes.grammar import tail_key
 from toolgrammar.formats.raw_values import raw_value_node
 from toolgrammar.values.json_grammar import SchemaContext, check_size
 
 if TYPE_CHECKING:
-    from toolgrammar.formats.base import Markers
     from toolgrammar.formats.glm.parser import Tags
-    from toolgrammar.schema.tools import ToolSet
-    from toolgrammar.turn.grammar import GrammarOptions
+    from toolgrammar.formats.markers import Markers
+    from toolgrammar.formats.options import GrammarOptions
+    from toolgrammar.schema import ToolSet
 
 
 @dataclass(frozen=True)

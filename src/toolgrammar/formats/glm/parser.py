@@ -79,8 +79,8 @@ from toolgrammar.formats.reader import check_mode as check_reader_mode
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from toolgrammar.formats.base import Markers
-    from toolgrammar.schema.tools import ToolSet
+    from toolgrammar.formats.markers import Markers
+    from toolgrammar.schema import ToolSet
 
 MODES: tuple[str, ...] = ("strict", "lenient")
 

@@ -21,15 +21,18 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from toolgrammar.errors import TokenizerError, ToolSchemaError
-from toolgrammar.formats.base import Markers, ToolCallFormat
+from toolgrammar.formats.base import ToolCallFormat
+from toolgrammar.formats.gpt_oss.grammar import block_grammar
+from toolgrammar.formats.gpt_oss.parser import GptOssBlocks
+from toolgrammar.formats.markers import Markers
 from toolgrammar.formats.spec import format_spec, markers_of
+from toolgrammar.packages import package_file
+from toolgrammar.vocab import Vocabulary
 
 if TYPE_CHECKING:
-    from toolgrammar.automata.automaton import Node
-    from toolgrammar.formats.gpt_oss.parser import GptOssBlocks
-    from toolgrammar.schema.tools import Tool, ToolSet
-    from toolgrammar.turn.grammar import GrammarOptions
-    from toolgrammar.vocab import Vocabulary
+    from toolgrammar.automata.nodes import Node
+    from toolgrammar.formats.options import GrammarOptions
+    from toolgrammar.schema import Tool, ToolSet
 
 _NAME = re.compile(r"to=functions\.([^\s<]+)")
 
@@ -53,8 +56,6 @@ class GptOssFormat(ToolCallFormat):
     """What free text may not contain: a recipient (`` to=``) makes a header a call (or an error)."""
 
     def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
-        from toolgrammar.formats.gpt_oss.grammar import block_grammar
-
         return block_grammar(tools, options, self.block, self.markers)
 
     def render_call(self, tool: Tool | str, arguments: dict[str, Any]) -> str:
@@ -64,8 +65,6 @@ class GptOssFormat(ToolCallFormat):
         return f"{self.markers.block_open}{name}<|channel|>{b['channel']}{b['content_types'][0]}<|message|>{args}"
 
     def block_reader(self, mode: str = "strict") -> GptOssBlocks:
-        from toolgrammar.formats.gpt_oss.parser import GptOssBlocks
-
         return GptOssBlocks(mode, self.markers)
 
     def budget_literals(self) -> tuple[str, ...]:
@@ -125,11 +124,9 @@ def harmony_vocabulary() -> Vocabulary:
     ``tests/test_format_gpt_oss.py``). The markers of :data:`TEXT_MARKERS` are text; ``<|return|>``,
     ``<|call|>`` and ``<|endoftext|>`` end the turn; every other special id is a control token.
     """
-    from toolgrammar.vocab import Vocabulary, _package_file
-
     module, pip = VOCABULARY_PACKAGE
-    ranks = _read_table(_package_file(module, pip, "data", "o200k.vocab"), special=False)
-    specials = _read_table(_package_file(module, pip, "data", "o200k_harmony.special"), special=True)
+    ranks = _read_table(package_file(module, pip, "data", "o200k.vocab"), special=False)
+    specials = _read_table(package_file(module, pip, "data", "o200k_harmony.special"), special=True)
     n = max(*ranks, *specials) + 1
     table = [b""] * n
     for i, token in ranks.items():

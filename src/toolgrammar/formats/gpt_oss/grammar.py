@@ -10,7 +10,7 @@
 ``CT'`` is a non-empty one starting with a space, or ``<|constrain|>json`` / nothing after ``<|``.
 ``ARGS`` is the tool's arguments as JSON (:func:`toolgrammar.values.json_grammar.arguments_node`, the chat
 template's ``json.dumps`` spelling by default). The stop token ``<|call|>`` that ends the call is the
-end of the turn, not part of the block. The turn around it (:mod:`toolgrammar.turn.policy`): the analysis
+end of the turn, not part of the block. The turn around it (the turn layer's policy): the analysis
 message as reasoning (``<|channel|>analysis<|message|>`` ... ``<|end|><|start|>assistant``), then free
 text that avoids `` to=`` (the ``final`` or ``commentary`` messages, headers included: the parser drops
 headers without a recipient), then the call.
@@ -24,14 +24,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from toolgrammar.automata.automaton import Node, alt, dispatch, lit, seq
+from toolgrammar.automata.nodes import Node, alt, dispatch, lit, seq
 from toolgrammar.formats.hermes.grammar import tail_key as json_tail_key
 from toolgrammar.values.json_grammar import SchemaContext, arguments_node
 
 if TYPE_CHECKING:
-    from toolgrammar.formats.base import Markers
-    from toolgrammar.schema.tools import Tool, ToolSet
-    from toolgrammar.turn.grammar import GrammarOptions
+    from toolgrammar.formats.markers import Markers
+    from toolgrammar.formats.options import GrammarOptions
+    from toolgrammar.schema import Tool, ToolSet
 
 MESSAGE = "<|message|>"
 CHANNEL = "<|channel|>"

@@ -51,21 +51,20 @@ Streaming
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar
 
 from toolgrammar.formats.calls import Block, CallError, ToolCall
 from toolgrammar.formats.checks import check_call
-from toolgrammar.formats.hermes.parser import JsonValueScanner
+from toolgrammar.formats.json_text import JsonValueScanner, json_error_kind, loads
 from toolgrammar.formats.reader import NOT_A_BLOCK, NotABlock, Opener
 from toolgrammar.formats.reader import check_mode as check_reader_mode
 from toolgrammar.formats.spec import format_spec
 
 if TYPE_CHECKING:
-    from toolgrammar.formats.base import Markers
-    from toolgrammar.schema.tools import ToolSet
+    from toolgrammar.formats.markers import Markers
+    from toolgrammar.schema import ToolSet
 
 MODES: tuple[str, ...] = ("strict",)
 
@@ -306,27 +305,12 @@ def check_message(cut: Message, body: str, tools: ToolSet) -> ToolCall | CallErr
             f"error: the message is addressed to {cut.recipient!r}, not to a function ({RECIPIENT_PREFIX}NAME)",
         )
     try:
-        arguments = json.loads(body, parse_constant=_reject_constant)
+        arguments = loads(body)
     except RecursionError:
         return CallError("invalid-json", "error: tool call arguments are not valid JSON: nesting too deep")
     except ValueError as error:
-        return CallError(_json_error_kind(error), f"error: tool call arguments are not valid JSON: {error}")
+        return CallError(json_error_kind(error), f"error: tool call arguments are not valid JSON: {error}")
     return check_call({"name": cut.recipient[len(RECIPIENT_PREFIX) :], "arguments": arguments}, tools)
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _json_error_kind(error: ValueError) -> Literal["raw-newline-in-string", "invalid-json"]:
-    if (
-        isinstance(error, json.JSONDecodeError)
-        and error.msg.startswith("Invalid control character")
-        and 0 <= error.pos < len(error.doc)
-        and error.doc[error.pos] in "\n\r"
-    ):
-        return "raw-newline-in-string"
-    return "invalid-json"
 
 
 __all__ = ["MODES", "GptOssBlocks", "HeaderRead", "Markup", "Message", "check_message", "read_header"]

@@ -14,14 +14,16 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from toolgrammar.formats.base import Markers, ToolCallFormat
+from toolgrammar.formats.base import ToolCallFormat
+from toolgrammar.formats.hermes.grammar import block_grammar
+from toolgrammar.formats.hermes.parser import HermesBlocks
+from toolgrammar.formats.markers import Markers
 from toolgrammar.formats.spec import format_spec, markers_of
 
 if TYPE_CHECKING:
-    from toolgrammar.automata.automaton import Node
-    from toolgrammar.formats.hermes.parser import HermesBlocks
-    from toolgrammar.schema.tools import Tool, ToolSet
-    from toolgrammar.turn.grammar import GrammarOptions
+    from toolgrammar.automata.nodes import Node
+    from toolgrammar.formats.options import GrammarOptions
+    from toolgrammar.schema import Tool, ToolSet
 
 _NAME = re.compile(r'"name"\s*:\s*"([^"\\\n]*)"')
 
@@ -36,8 +38,6 @@ class HermesFormat(ToolCallFormat):
     canitoolcall_families: ClassVar[dict[str, str]] = {"qwen3-hermes": "strict"}
 
     def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
-        from toolgrammar.formats.hermes.grammar import block_grammar
-
         return block_grammar(tools, options, self.block, self.markers)
 
     def budget_literals(self) -> tuple[str, ...]:
@@ -55,6 +55,4 @@ class HermesFormat(ToolCallFormat):
 
     def block_reader(self, mode: str = "strict") -> HermesBlocks:
         """``mode``: ``"strict"`` (structure-aware block ends) or ``"seed"`` (the seed harness's regex)."""
-        from toolgrammar.formats.hermes.parser import HermesBlocks
-
         return HermesBlocks(mode, self.markers)

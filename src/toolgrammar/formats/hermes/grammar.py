@@ -8,14 +8,14 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from toolgrammar.automata.automaton import Node, dispatch, lit, seq
 from toolgrammar.automata.lazy import schema_tail_key
+from toolgrammar.automata.nodes import Node, dispatch, lit, seq
 from toolgrammar.values.json_grammar import SchemaContext, arguments_node
 
 if TYPE_CHECKING:
-    from toolgrammar.formats.base import Markers
-    from toolgrammar.schema.tools import Tool, ToolSet
-    from toolgrammar.turn.grammar import GrammarOptions
+    from toolgrammar.formats.markers import Markers
+    from toolgrammar.formats.options import GrammarOptions
+    from toolgrammar.schema import Tool, ToolSet
 
 
 def block_grammar(tools: ToolSet, options: GrammarOptions, block: dict[str, str], markers: Markers) -> Node:

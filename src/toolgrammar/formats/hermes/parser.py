@@ -44,27 +44,23 @@ Streaming
 
 from __future__ import annotations
 
-import json
-import re
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
-from toolgrammar.formats.base import Markers, ParseMode
+from toolgrammar.formats.base import ParseMode
 from toolgrammar.formats.calls import Block, CallError, TurnParse
 from toolgrammar.formats.checks import check_call
+from toolgrammar.formats.json_text import JsonValueScanner, json_error_kind, loads
+from toolgrammar.formats.markers import Markers
 from toolgrammar.formats.reader import Opener, Span, StreamPiece, TurnStreamState, read_turn
 from toolgrammar.formats.reader import check_mode as check_reader_mode
 
 if TYPE_CHECKING:
     from toolgrammar.formats.calls import ToolCall
-    from toolgrammar.schema.tools import ToolSet
+    from toolgrammar.schema import ToolSet
 
 DEFAULT_MARKERS = Markers()
 
 MODES: tuple[str, ...] = ("strict", "seed")
-
-_JSON_WS = " \t\n\r"
-_STRING_STOP = re.compile(r'[\\"]')
-_STRUCTURE = re.compile(r'["{}\[\]]')
 
 
 def check_mode(mode: str) -> None:
@@ -169,79 +165,6 @@ class HermesStreamState(TurnStreamState[Span]):
         super().__init__(tools, HermesBlocks(mode, markers), reasoning_started=reasoning_started)
 
 
-class JsonValueScanner:
-    """Finds where the JSON value that starts a block body ends, fed piece by piece.
-
-    It reads only as much as it must: whitespace, then one object, array or string, tracking
-    bracket depth, string state and backslash escapes (``\\"`` does not end a string). It does not
-    validate the JSON; ``json.loads`` does that once the block is cut out.
-    """
-
-    __slots__ = ("_depth", "_escape", "_in_string", "state")
-
-    def __init__(self) -> None:
-        self.state: Literal["before", "value", "done", "broken"] = "before"
-        self._depth = 0
-        self._in_string = False
-        self._escape = False
-
-    def feed(self, text: str, start: int = 0) -> int:
-        """Scan ``text[start:]``. Returns the offset just past the value once it is complete, ``-1``
-        while it is still open (or not begun), ``-2`` when the body does not start like an object,
-        array or string (the block end then falls back to the first closing marker)."""
-        if self.state == "done" or self.state == "broken":
-            raise ValueError(f"scanner already {self.state}")
-        i, n = start, len(text)
-        if self.state == "before":
-            while i < n and text[i] in _JSON_WS:
-                i += 1
-            if i == n:
-                return -1
-            first = text[i]
-            i += 1
-            if first in "{[":
-                self._depth = 1
-            elif first == '"':
-                self._in_string = True
-            else:
-                self.state = "broken"
-                return -2
-            self.state = "value"
-        while i < n:
-            if self._in_string:
-                if self._escape:
-                    self._escape = False
-                    i += 1
-                    continue
-                m = _STRING_STOP.search(text, i)
-                if m is None:
-                    return -1
-                i = m.end()
-                if m.group() == "\\":
-                    self._escape = True
-                    continue
-                self._in_string = False
-                if self._depth == 0:
-                    self.state = "done"
-                    return i
-            else:
-                m = _STRUCTURE.search(text, i)
-                if m is None:
-                    return -1
-                i = m.end()
-                ch = m.group()
-                if ch == '"':
-                    self._in_string = True
-                elif ch in "{[":
-                    self._depth += 1
-                else:
-                    self._depth -= 1
-                    if self._depth == 0:
-                        self.state = "done"
-                        return i
-        return -1
-
-
 def check_block(
     text: str,
     start: int,
@@ -263,7 +186,7 @@ def check_block(
 def check_body(body: str, closed: bool, tools: ToolSet, markers: Markers = DEFAULT_MARKERS) -> ToolCall | CallError:
     """The verdict on one block body: a valid call, or the first failing check."""
     try:
-        obj = _loads(body)
+        obj = loads(body)
     except RecursionError:
         kind: Literal["truncated", "invalid-json"] = "invalid-json" if closed else "truncated"
         return CallError(kind, "error: tool call is not valid JSON: nesting too deep")
@@ -274,34 +197,10 @@ def check_body(body: str, closed: bool, tools: ToolSet, markers: Markers = DEFAU
                 f"error: tool call is truncated: the turn ended before {markers.block_close} "
                 f"and the JSON is incomplete: {error}",
             )
-        return CallError(_json_error_kind(error), f"error: tool call is not valid JSON: {error}")
+        return CallError(json_error_kind(error), f"error: tool call is not valid JSON: {error}")
     if not closed:
         return CallError("truncated", f"error: tool call is truncated: the turn ended before {markers.block_close}")
     return check_call(obj, tools)
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _loads(body: str) -> Any:
-    return json.loads(body, parse_constant=_reject_constant)
-
-
-def _json_error_kind(error: ValueError) -> Literal["raw-newline-in-string", "invalid-json"]:
-    """``raw-newline-in-string`` exactly when json stopped at a literal line break inside a string.
-
-    ``json`` reports a control character in a string as ``Invalid control character at`` with
-    ``pos`` on that character (CPython's scanner, 3.11+); a line break is ``\\n`` or ``\\r``.
-    """
-    if (
-        isinstance(error, json.JSONDecodeError)
-        and error.msg.startswith("Invalid control character")
-        and 0 <= error.pos < len(error.doc)
-        and error.doc[error.pos] in "\n\r"
-    ):
-        return "raw-newline-in-string"
-    return "invalid-json"
 
 
 __all__ = [
@@ -309,7 +208,6 @@ __all__ = [
     "BlockEnd",
     "HermesBlocks",
     "HermesStreamState",
-    "JsonValueScanner",
     "Span",
     "StreamPiece",
     "check_block",

@@ -27,17 +27,17 @@ import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from toolgrammar.errors import ToolSchemaError
-from toolgrammar.formats.base import Markers, ToolCallFormat
-from toolgrammar.formats.kimi.grammar import xml_attr as _attr
-from toolgrammar.formats.kimi.parser import PACKAGE, k2_markup, k3_markup
+from toolgrammar.formats.base import ToolCallFormat
+from toolgrammar.formats.kimi.grammar import block_grammar, k3_block_grammar, xml_attr
+from toolgrammar.formats.kimi.parser import PACKAGE, KimiBlocks, KimiK3Blocks, k2_markup, k3_markup
+from toolgrammar.formats.markers import Markers
 from toolgrammar.formats.spec import format_spec, markers_of
 
 if TYPE_CHECKING:
-    from toolgrammar.automata.automaton import Node
+    from toolgrammar.automata.nodes import Node
     from toolgrammar.formats.calls import ToolCall
-    from toolgrammar.formats.kimi.parser import KimiBlocks, KimiK3Blocks
-    from toolgrammar.schema.tools import Tool, ToolSet
-    from toolgrammar.turn.grammar import GrammarOptions
+    from toolgrammar.formats.options import GrammarOptions
+    from toolgrammar.schema import Tool, ToolSet
 
 _K2_NAME = re.compile(r"<\|tool_call_begin\|>\s*(?:functions\.)?([^\s:<>]+):")
 _K3_NAME = re.compile(r'<\|open\|>call tool="([^"<>\n]*)"')
@@ -74,11 +74,11 @@ def render_k3(calls: list[tuple[str, dict[str, Any]]], markers: Markers) -> str:
     m = k3_markup()
     parts = [markers.block_open]
     for i, (name, args) in enumerate(calls, start=1):
-        parts.append(f'{m.call_open}{_attr(name)}{m.call_index}{i}"{m.sep}')
+        parts.append(f'{m.call_open}{xml_attr(name)}{m.call_index}{i}"{m.sep}')
         for key, value in args.items():
             text = value if isinstance(value, str) else _dumps(value)
             parts.append(
-                f'{m.argument_open}{_attr(key)}{m.argument_type}{_k3_type(value)}"{m.sep}{text}{m.argument_close}'
+                f'{m.argument_open}{xml_attr(key)}{m.argument_type}{_k3_type(value)}"{m.sep}{text}{m.argument_close}'
             )
         parts.append(m.call_close)
     parts.append(markers.block_close)
@@ -94,8 +94,6 @@ class KimiFormat(ToolCallFormat):
     canitoolcall_families: ClassVar[dict[str, str]] = {"kimi": "strict"}
 
     def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
-        from toolgrammar.formats.kimi.grammar import block_grammar
-
         return block_grammar(tools, options, self.markers)
 
     def render_call(self, tool: Tool | str, arguments: dict[str, Any]) -> str:
@@ -106,8 +104,6 @@ class KimiFormat(ToolCallFormat):
         return render_k2([(c.name, c.arguments) for c in calls], self.markers)
 
     def block_reader(self, mode: str = "strict") -> KimiBlocks:
-        from toolgrammar.formats.kimi.parser import KimiBlocks
-
         return KimiBlocks(mode, self.markers)
 
     def budget_literals(self) -> tuple[str, ...]:
@@ -170,8 +166,6 @@ class KimiK3Format(KimiFormat):
     """The response channel's opener ends the reasoning too (the reader's ``reasoning_enders``)."""
 
     def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
-        from toolgrammar.formats.kimi.grammar import k3_block_grammar
-
         return k3_block_grammar(tools, options, self.markers)
 
     def render_call(self, tool: Tool | str, arguments: dict[str, Any]) -> str:
@@ -182,8 +176,6 @@ class KimiK3Format(KimiFormat):
         return render_k3([(c.name, c.arguments) for c in calls], self.markers)
 
     def block_reader(self, mode: str = "strict") -> KimiK3Blocks:  # type: ignore[override]
-        from toolgrammar.formats.kimi.parser import KimiK3Blocks
-
         return KimiK3Blocks(mode, self.markers)
 
     def budget_literals(self) -> tuple[str, ...]:

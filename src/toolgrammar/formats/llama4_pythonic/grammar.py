@@ -7,11 +7,11 @@
 
 One call, or several joined by ``", "`` under ``parallel_tool_calls`` (the block holds every call of the
 turn); the bare list (Meta's spelling) or the same list between ``<|python_start|>`` and ``<|python_end|>``.
-The tool name picks the arguments (:func:`~toolgrammar.automata.automaton.dispatch`: each tool compiles when a walk
+The tool name picks the arguments (:func:`~toolgrammar.automata.nodes.dispatch`: each tool compiles when a walk
 first reaches it). The dispatch starts after the name's first character: content may hold ``[`` (not ``[``
 and a letter or ``_``), so right after ``[`` the turn may still be content, and only ``[`` plus a name
 character is surely a call. Names are grouped by that character, one dispatch per group; past
-:data:`~toolgrammar.automata.automaton.MAX_DISPATCHES` groups, the smallest ones are compiled with the turn.
+:data:`~toolgrammar.automata.holes.MAX_DISPATCHES` groups, the smallest ones are compiled with the turn.
 
 Keyword arguments in the schema's property order, required ones present, optional ones skippable,
 joined by ``", "``; ``VALUE`` is a Python literal typed by its schema, as ``repr`` writes it
@@ -46,8 +46,8 @@ import json
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from toolgrammar.automata.automaton import (
-    MAX_DISPATCHES,
+from toolgrammar.automata.holes import MAX_DISPATCHES
+from toolgrammar.automata.nodes import (
     Members,
     Node,
     alt,
@@ -63,8 +63,8 @@ from toolgrammar.automata.automaton import (
 )
 from toolgrammar.errors import GrammarError, ToolSchemaError
 from toolgrammar.formats.hermes.grammar import tail_key as json_tail_key
-from toolgrammar.formats.llama4_pythonic.parser import _json_problem, render_value
-from toolgrammar.schema.strings import (
+from toolgrammar.formats.llama4_pythonic.parser import json_problem, render_value
+from toolgrammar.schema import (
     ANY,
     Cat,
     Chars,
@@ -75,8 +75,6 @@ from toolgrammar.schema.strings import (
     StringSchemaError,
     chars_of,
     charset,
-    charset_node,
-    counted,
     difference,
     intersect,
     string_language,
@@ -90,14 +88,16 @@ from toolgrammar.values.json_grammar import (
     integer_value,
     number_value,
 )
+from toolgrammar.values.strings import charset_node, counted
 
 if TYPE_CHECKING:
-    from toolgrammar.formats.base import Markers
-    from toolgrammar.schema.tools import Tool, ToolSet
-    from toolgrammar.turn.grammar import GrammarOptions
+    from toolgrammar.formats.markers import Markers
+    from toolgrammar.formats.options import GrammarOptions
+    from toolgrammar.schema import Tool, ToolSet
 
 ANY_DEPTH = 3
-"""Nesting allowed inside a value whose schema is ``{}`` (as :data:`toolgrammar.values.json_grammar.ANY_VALUE_DEPTH`)."""
+"""Nesting allowed inside a value whose schema is ``{}`` (as
+:data:`toolgrammar.values.json_grammar.ANY_VALUE_DEPTH`)."""
 
 QUOTES = ("'", '"')
 ESCAPED: CharSet = charset((0, 0x1F), (0x7F, 0x9F), (0x2028, 0x2029), (0x5C, 0x5C))
@@ -323,7 +323,7 @@ def _rx_node(rx: Rx, quote: str) -> Node:
 def literal(value: Any, ctx: SchemaContext, pointer: str, keyword: str) -> Node:
     """One enum/const value as ``repr`` writes it; refused when it would not read back as itself."""
     where = f"tool {ctx.tool!r}, at {pointer or '/'}, keyword {keyword!r}"
-    problem = _json_problem(value)
+    problem = json_problem(value)
     if problem:
         raise GrammarError(f"{where}: the value {value!r} is {problem}")
     text = render_value(value)

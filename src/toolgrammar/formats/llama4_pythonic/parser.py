@@ -34,8 +34,8 @@ from toolgrammar.formats.reader import check_mode as check_reader_mode
 from toolgrammar.formats.spec import format_spec
 
 if TYPE_CHECKING:
-    from toolgrammar.formats.base import Markers
-    from toolgrammar.schema.tools import ToolSet
+    from toolgrammar.formats.markers import Markers
+    from toolgrammar.schema import ToolSet
 
 MODES: tuple[str, ...] = ("strict",)
 BLOCK: dict[str, Any] = format_spec("toolgrammar.formats.llama4_pythonic")["block"]
@@ -229,7 +229,7 @@ def read_calls(body: str) -> list[tuple[str, dict[str, Any], int, int]] | str:
                 value = ast.literal_eval(kw.value)
             except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                 return f"{call.func.id}({kw.arg}=...): the value is not a literal"
-            problem = _json_problem(value)
+            problem = json_problem(value)
             if problem:
                 return f"{call.func.id}({kw.arg}=...): {problem}"
             arguments[kw.arg] = value
@@ -253,18 +253,18 @@ def _char_offsets(text: str) -> Any:
     return offset
 
 
-def _json_problem(value: Any) -> str | None:
+def json_problem(value: Any) -> str | None:
     """Why a literal is not a JSON value, or ``None``."""
     if value is None or isinstance(value, (bool, str, int)):
         return None
     if isinstance(value, float):
         return None if math.isfinite(value) else "a non-finite number"
     if isinstance(value, list):
-        return next((p for p in map(_json_problem, value) if p), None)
+        return next((p for p in map(json_problem, value) if p), None)
     if isinstance(value, dict):
         if not all(isinstance(k, str) for k in value):
             return "a dict key that is not a string"
-        return next((p for p in map(_json_problem, value.values()) if p), None)
+        return next((p for p in map(json_problem, value.values()) if p), None)
     return f"a {type(value).__name__} (not a JSON value)"
 
 
@@ -279,4 +279,14 @@ def render_call(name: str, arguments: dict[str, Any]) -> str:
     return f"{name}(" + sep.join(f"{k}={render_value(v)}" for k, v in arguments.items()) + ")"
 
 
-__all__ = ["BLOCK", "MODES", "ListEnd", "PythonListScanner", "PythonicBlocks", "Span", "read_calls", "render_call"]
+__all__ = [
+    "BLOCK",
+    "MODES",
+    "ListEnd",
+    "PythonListScanner",
+    "PythonicBlocks",
+    "Span",
+    "json_problem",
+    "read_calls",
+    "render_call",
+]

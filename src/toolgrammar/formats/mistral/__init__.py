@@ -15,15 +15,17 @@ import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from toolgrammar.errors import ToolSchemaError
-from toolgrammar.formats.base import Markers, ToolCallFormat
+from toolgrammar.formats.base import ToolCallFormat
+from toolgrammar.formats.markers import Markers
+from toolgrammar.formats.mistral.grammar import block_grammar
+from toolgrammar.formats.mistral.parser import MistralBlocks, render_call
 from toolgrammar.formats.mistral.vocab import sentencepiece_v3_vocabulary, tekken_vocabulary
 from toolgrammar.formats.spec import format_spec, markers_of
 
 if TYPE_CHECKING:
-    from toolgrammar.automata.automaton import Node
-    from toolgrammar.formats.mistral.parser import MistralBlocks
-    from toolgrammar.schema.tools import Tool, ToolSet
-    from toolgrammar.turn.grammar import GrammarOptions
+    from toolgrammar.automata.nodes import Node
+    from toolgrammar.formats.options import GrammarOptions
+    from toolgrammar.schema import Tool, ToolSet
     from toolgrammar.vocab import Vocabulary
 
 _NAME = re.compile(r"\[TOOL_CALLS\]\s*([^\[\]\s{]+)")
@@ -44,18 +46,12 @@ class MistralFormat(ToolCallFormat):
     canitoolcall_families: ClassVar[dict[str, str]] = {"mistral": "strict"}
 
     def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
-        from toolgrammar.formats.mistral.grammar import block_grammar
-
         return block_grammar(tools, options, self.block, self.markers)
 
     def render_call(self, tool: Tool | str, arguments: dict[str, Any]) -> str:
-        from toolgrammar.formats.mistral.parser import render_call
-
         return render_call(tool if isinstance(tool, str) else tool.name, arguments, self.markers, self.block)
 
     def block_reader(self, mode: str = "strict") -> MistralBlocks:
-        from toolgrammar.formats.mistral.parser import MistralBlocks
-
         return MistralBlocks(mode, self.markers, self.block)
 
     def budget_literals(self) -> tuple[str, ...]:

@@ -33,14 +33,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from toolgrammar.formats.calls import Block, CallError
 from toolgrammar.formats.checks import check_call
-from toolgrammar.formats.hermes.parser import JsonValueScanner, _json_error_kind, _loads
+from toolgrammar.formats.json_text import JsonValueScanner, json_error_kind, loads
 from toolgrammar.formats.reader import Opener
 from toolgrammar.formats.reader import check_mode as check_reader_mode
 
 if TYPE_CHECKING:
-    from toolgrammar.formats.base import Markers
     from toolgrammar.formats.calls import ToolCall
-    from toolgrammar.schema.tools import ToolSet
+    from toolgrammar.formats.markers import Markers
+    from toolgrammar.schema import ToolSet
 
 MODES: tuple[str, ...] = ("strict",)
 _CALL_ID = re.compile(r"[A-Za-z0-9]+")
@@ -185,11 +185,11 @@ class MistralBlocks:
 def _decode(body: str) -> Any:
     kind: Literal["invalid-json"] = "invalid-json"
     try:
-        return _loads(body)
+        return loads(body)
     except RecursionError:
         return CallError(kind, "error: tool call is not valid JSON: nesting too deep")
     except ValueError as error:
-        return CallError(_json_error_kind(error), f"error: tool call is not valid JSON: {error}")
+        return CallError(json_error_kind(error), f"error: tool call is not valid JSON: {error}")
 
 
 def render_call(name: str, arguments: dict[str, Any], markers: Markers, block: dict[str, Any]) -> str:

@@ -17,7 +17,8 @@ import base64
 import json
 from functools import cache
 
-from toolgrammar.vocab import Vocabulary, _package_file
+from toolgrammar.packages import package_file
+from toolgrammar.vocab import Vocabulary
 
 PIP = "mistral-common==1.13.1"
 TEKKEN_FILE = ("data", "tekken_240911.json")
@@ -61,7 +62,7 @@ EOS = ("</s>",)
 @cache
 def tekken_vocabulary() -> Vocabulary:
     """The tekken v11/v13 vocabulary (131,072 ids), built once per process."""
-    path = _package_file("mistral_common", PIP, *TEKKEN_FILE)
+    path = package_file("mistral_common", PIP, *TEKKEN_FILE)
     data = json.loads(path.read_text(encoding="utf-8"))
     config = data["config"]
     n_special = int(config["default_num_special_tokens"])
@@ -121,7 +122,7 @@ def sentencepiece_v3_vocabulary() -> Vocabulary:
     A piece's bytes: ``▁`` -> a space (so the first word of a turn carries a leading space, as the
     model writes it), ``<0xNN>`` byte pieces -> that byte, control and unknown pieces -> their text.
     """
-    path = _package_file("mistral_common", PIP, *SENTENCEPIECE_V3_FILE)
+    path = package_file("mistral_common", PIP, *SENTENCEPIECE_V3_FILE)
     table: list[bytes] = []
     special: set[int] = set()
     added: set[int] = set()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from toolgrammar.formats.base import Markers
+from toolgrammar.formats.markers import Markers
 from toolgrammar.formats.mistral import MistralFormat
 from toolgrammar.formats.spec import format_spec, markers_of
 

