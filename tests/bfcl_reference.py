@@ -1,4 +1,4 @@
-"""BFCL's own verdicts, for tests/test_bfcl.py: run with the Python of a venv that has ``bfcl-eval`` installed.
+"""BFCL's own verdicts, for tests/evaluate/test_bfcl.py: run with the Python of a venv that has ``bfcl-eval`` installed.
 
 Reads one JSON request on stdin and writes one JSON answer on stdout. Everything is BFCL 2026.3.23's
 own code: ``load_dataset_entry`` / ``load_ground_truth_entry`` (bfcl_eval.utils), ``convert_to_tool``

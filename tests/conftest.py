@@ -18,8 +18,9 @@ if _SRC not in sys.path:
 import importlib.util  # noqa: E402
 import json  # noqa: E402
 
-# tests/test_vllm.py runs in the vLLM environment only (scripts/test-vllm.sh, its own CI step).
-collect_ignore = [] if importlib.util.find_spec("vllm") else ["test_vllm.py", "test_vllm_server.py"]
+# tests/integrations/test_vllm*.py run in the vLLM environment only (scripts/test-vllm.sh, its own CI step).
+_VLLM_TESTS = ["integrations/test_vllm.py", "integrations/test_vllm_server.py"]
+collect_ignore = [] if importlib.util.find_spec("vllm") else _VLLM_TESTS
 
 import pytest  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Checks shared by the per-format grammar tests (``tests/test_format_*.py``, ``tests/test_grammar_qwen_xml.py``).
+"""Checks shared by the per-format grammar tests (``tests/test_format_*.py``, ``tests/turn/test_grammar_qwen_xml.py``).
 
 - Soundness (DESIGN.md invariant 1): :func:`check_walks` (or :func:`walk_texts` + :func:`assert_sound`) runs
   random walks through a token grammar (a uniformly random "model" over the allowed tokens, fixed seeds),

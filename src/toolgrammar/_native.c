@@ -12,7 +12,8 @@
  * (text_tokens), the tail bound's shortest paths (relax), subset construction (subset), the joins of
  * composed parts (shift_rows), pruning (live_states, reach, compact), minimization (minimize,
  * Hopcroft's) and the canonical numbering after it (bfs_order). Each has a Python/numpy twin in
- * engine.py / automaton.py / compose.py that gives the same result (tests/test_native.py compares them).
+ * runtime/token_table.py, runtime/token_grammar.py, automata/subset.py and automata/compose.py that
+ * gives the same result (tests/base/test_native.py compares them).
  *
  * No numpy headers: arrays come in through the buffer protocol (C-contiguous, the item sizes checked
  * below), and the caller allocates every output but trie_edges' and subset's (returned as bytes), so nothing here

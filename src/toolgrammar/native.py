@@ -6,7 +6,7 @@ budget bound's token edges; :mod:`toolgrammar.runtime.token_table` and :mod:`too
 when it is there and walks with numpy
 when it is not. The compiler uses it for subset construction, the joins of composed parts, pruning
 and minimization. Both give the same masks and the same automata, states numbered alike
-(``tests/test_native.py`` checks it state by state), so the core changes how fast a compile or a first
+(``tests/base/test_native.py`` checks it state by state), so the core changes how fast a compile or a first
 visit is, never what it allows.
 
 ``TOOLGRAMMAR_NATIVE=0`` turns the core off: to compare the two, or to rule the core out when something

@@ -17,7 +17,7 @@ table is grown in place (see :meth:`_Composer.take`).
 What stays exact: the language, the accepting states and the ``safe`` flags. A joined state is the
 state subset construction would reach (its row the union of the disjoint rows, ``safe`` the OR of
 both, accepting when what follows may be empty), so after pruning and minimization the result is the
-automaton :func:`~toolgrammar.automata.subset.subset_dfa` builds; ``tests/test_compose.py`` checks that
+automaton :func:`~toolgrammar.automata.subset.subset_dfa` builds; ``tests/automata/test_compose.py`` checks that
 they are isomorphic on every tool set the tests compile and on random trees.
 
 The result is not pruned: states a join leaves behind (a part's start whose row was copied) are

@@ -31,7 +31,7 @@ Measured on a whole turn (which compiles each block about three times), compile 
 0.25 ms (hermes) to 0.75 ms (qwen-xml) and memory by about 40 kB per unit, so a schema at the limit
 compiles in a few seconds (qwen-xml: under ten) and under 700 MB. Every bundled and tested tool set
 estimates at about 5,000 or less (the largest: two free-form values under qwen-xml, flexible whitespace
-and ``escape_markers``); the shapes that exploded (issue 11) estimate at 37,000 (200 optional
+and ``escape_markers``); the shapes that exploded estimate at 37,000 (200 optional
 properties, qwen-xml) to 400,000 (``maxItems`` 200 of 3-property objects)."""
 
 

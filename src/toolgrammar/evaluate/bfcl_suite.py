@@ -32,7 +32,7 @@ from rich.console import Console
 from rich.table import Table
 
 from toolgrammar.errors import ToolgrammarError, ToolSchemaError
-from toolgrammar.evaluate import bfcl
+from toolgrammar.evaluate import bfcl, models
 from toolgrammar.evaluate.compare import (
     MODES,
     CompareConfig,
@@ -46,7 +46,6 @@ from toolgrammar.evaluate.compare import (
     summarize,
 )
 from toolgrammar.evaluate.extras import missing_message
-from toolgrammar.evaluate.models import load_model
 from toolgrammar.evaluate.relevance import describe_gate, score_text
 
 __all__ = [
@@ -286,7 +285,7 @@ def _hf_factory(config: CompareConfig) -> GeneratorFactory:
         raise CompareError(missing_message(needed, what=f"--model {config.model}"))
 
     try:
-        loaded = load_model(config.model)
+        loaded = models.load_model(config.model)  # looked up at call time: tests replace it
     except ToolgrammarError as error:
         raise CompareError(str(error)) from error
     # One item per generate call: there is no shared prefix across rows to cache.

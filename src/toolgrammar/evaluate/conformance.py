@@ -40,7 +40,7 @@ module plugs toolgrammar's parser in as an out-of-tree engine, one command per f
   ``</parameter>``; strict mode, the judge of a model's turn, reports those same blocks as
   ``bare-function`` and ``missing-close-parameter`` errors and returns no call, so it would fail those
   fixtures by design. Every other block is read identically in the two modes
-  (``tests/test_parser_qwen_xml.py``).
+  (``tests/formats/test_parser_qwen_xml.py``).
 * ``reasoning_started`` is derived from the generation prompt: a prompt whose last ``<think>`` is
   not closed (Qwen3-Thinking-2507, Qwen3.5+) opened the reasoning.
 * The synthetic ``char:*`` strategies feed raw text deltas (``parse_stream_text``).

@@ -75,6 +75,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolgrammar.errors import ToolgrammarError
+from toolgrammar.formats import get_format
 from toolgrammar.runtime.name_fit import NameFitError, Spelling, call_targets, name_fit, takes_keyword
 
 __all__ = [
@@ -327,8 +328,6 @@ class RelevanceGate:
         if method == "question":
             self.yes_ids, self.no_ids = yes_no_tokens(tokenizer)
         if method == "name":
-            from toolgrammar.formats import get_format
-
             self.format = get_format(format)
             self._spelling: Spelling | None = None
         pad = getattr(tokenizer, "pad_token_id", None)
@@ -388,7 +387,7 @@ class RelevanceGate:
     def name_fit(self, messages: Sequence[Mapping[str, Any]], tools: Any) -> float:
         """The ``name`` score of one conversation (:func:`toolgrammar.runtime.name_fit.name_fit`)."""
         if self._spelling is None:
-            from toolgrammar.integrations.hf import vocabulary_of
+            from toolgrammar.integrations.hf import vocabulary_of  # torch: only once a gate scores
 
             vocab = vocabulary_of(self.tokenizer)
             self._spelling = Spelling.of(vocab.token_bytes, exclude=sorted(vocab.eos_ids))

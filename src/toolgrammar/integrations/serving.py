@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from toolgrammar.errors import GrammarError
 from toolgrammar.formats import get_format, registered_format
 from toolgrammar.formats.text import partial_suffix
+from toolgrammar.integrations.vllm import compile_spec
 from toolgrammar.turn.parser import parse_turn
 
 if TYPE_CHECKING:
@@ -133,7 +134,6 @@ def constraint_spec(
 
 def compiled_turn(spec: dict[str, Any]) -> TurnGrammar:
     """The spec's turn grammar, from the processor's own cache (compiled once per distinct spec)."""
-    from toolgrammar.integrations.vllm import compile_spec
 
     return compile_spec(spec)
 

@@ -88,9 +88,7 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from toolgrammar.runtime.cursor import Cursor
     from toolgrammar.runtime.token_grammar import StateMask, TokenGrammar
-    from toolgrammar.vocab import Vocabulary
 
 try:  # the processor must subclass vLLM's base class; keep the module importable without vLLM
     from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
@@ -302,7 +300,7 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
     """
 
     def __init__(self, vllm_config: Any, device: Any, is_pin_memory: bool):
-        from toolgrammar.runtime.masking import MaskApplier
+        from toolgrammar.runtime.masking import MaskApplier  # torch: imported where vLLM runs the processor
 
         self.vllm_config = vllm_config
         self.device = device

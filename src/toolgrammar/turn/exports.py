@@ -38,7 +38,7 @@ repository: the bundled tools under a few policies, see :data:`POLICIES`) are wr
 
     python -m toolgrammar.exports write grammars/
 
-and ``python -m toolgrammar.exports check grammars/`` (and ``tests/test_exports.py``) compares them
+and ``python -m toolgrammar.exports check grammars/`` (and ``tests/turn/test_exports.py``) compares them
 with what the code writes now.
 """
 
@@ -61,7 +61,7 @@ from toolgrammar.formats import FORMATS, get_format
 from toolgrammar.formats.options import options_from_kwargs
 from toolgrammar.schema import load_tools
 from toolgrammar.turn import policy
-from toolgrammar.turn.grammar import free_text_node
+from toolgrammar.turn.grammar import NodeLowering, free_text_node
 from toolgrammar.turn.structural_tag import turn_structural_tag
 
 if TYPE_CHECKING:
@@ -332,7 +332,6 @@ class _RuleLowering(policy.Lowering[Expr]):
 
     def __init__(self, turn_policy: policy.TurnPolicy) -> None:
         super().__init__()
-        from toolgrammar.turn.grammar import NodeLowering
 
         self.rules: dict[str, Expr] = {}
         self._by_body: dict[Expr, str] = {}

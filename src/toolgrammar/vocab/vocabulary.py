@@ -310,7 +310,7 @@ def _content_digest(token_bytes: Sequence[bytes], special_ids: Iterable[int]) ->
 
 
 _KNOWN_CONTENT = {
-    # content_digest -> name; pinned by tests/test_vocab.py. A vocabulary loaded any way (tokenizer.json,
+    # content_digest -> name; pinned by tests/vocab/test_vocab.py. A vocabulary loaded any way (tokenizer.json,
     # transformers, tiktoken) gets the same name, hence the same fingerprint and the same cache entries.
     "472650018c06830a1e2fc284285d399106a381da5f9130f90d8a6d0a5b9b8d37": "qwen3-151k",
     "e3f172542cf4c766e3d3c3dfd71c6d83b6ad830ab628a3ef9c62403daa38baf9": "qwen3.5-248k",

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from toolgrammar.evaluate.compare.config import CompareConfig, CompareError
+from toolgrammar.evaluate.relevance import RelevanceGate
 from toolgrammar.formats import get_format
+from toolgrammar.turn.grammar import compile_turn
 
 
 @dataclass
@@ -99,7 +101,7 @@ class HFGenerator:
     @property
     def processor(self) -> Any:
         if self._processor is None:
-            from toolgrammar.integrations.hf import ToolCallLogitsProcessor
+            from toolgrammar.integrations.hf import ToolCallLogitsProcessor  # torch: only once a run generates
 
             self._processor = ToolCallLogitsProcessor(
                 self.tokenizer,
@@ -117,8 +119,6 @@ class HFGenerator:
     def gate(self) -> Any:
         """The relevance gate ``config.steer_gate`` names, built on first use."""
         if self._gate is None:
-            from toolgrammar.evaluate.relevance import RelevanceGate
-
             self._gate = RelevanceGate(
                 self.model, self.tokenizer, method=self.config.steer_gate, format=self.config.format
             )
@@ -271,7 +271,6 @@ def assistant_opening(config: CompareConfig, tools: Any) -> str:
     """
     if config.tool_choice in ("auto", "none") or config.prose_first or config.reasoning != "disabled":
         return ""
-    from toolgrammar.turn.grammar import compile_turn
 
     forced = compile_turn(tools, **config.grammar_options()).forced_text()
     return forced if forced.startswith(get_format(config.format).markers.block_open) else ""

@@ -14,6 +14,7 @@ from typing import Any
 
 from toolgrammar.bundled import bundled_tasks_path, bundled_tools_path
 from toolgrammar.errors import ToolgrammarError, ToolSchemaError
+from toolgrammar.evaluate import models
 from toolgrammar.evaluate.compare.config import (
     CONFIG_VERSION,
     MODES,
@@ -315,9 +316,7 @@ def run_compare(
 
     try:  # everything that can fail on bad input fails here, before any generation
         if generator is None:
-            from toolgrammar.evaluate.models import load_model
-
-            generator = HFGenerator(load_model(config.model), tools, config)
+            generator = HFGenerator(models.load_model(config.model), tools, config)
         prepare_generator = getattr(generator, "prepare", None)
         if prepare_generator is not None:
             prepare_generator()  # builds the grammar: bad tools or options for this tokenizer fail now

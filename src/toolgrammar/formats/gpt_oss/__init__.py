@@ -121,7 +121,7 @@ def harmony_vocabulary() -> Vocabulary:
     """o200k_harmony: the 199,998 o200k_base ranks plus the harmony special tokens, 201,088 ids.
 
     From ``quicktok-v1``'s data files (checked against every CanIToolCall gpt-oss fixture's ids in
-    ``tests/test_format_gpt_oss.py``). The markers of :data:`TEXT_MARKERS` are text; ``<|return|>``,
+    ``tests/formats/test_format_gpt_oss.py``). The markers of :data:`TEXT_MARKERS` are text; ``<|return|>``,
     ``<|call|>`` and ``<|endoftext|>`` end the turn; every other special id is a control token.
     """
     module, pip = VOCABULARY_PACKAGE

@@ -1,0 +1,836 @@
+"""vLLM integration (:mod:`toolgrammar.integrations.vllm`): both routes, against the installed vLLM.
+
+Runs in the vLLM environment only (``scripts/test-vllm.sh``: ``pytest -m vllm``); elsewhere the module
+is skipped. Two kinds of tests:
+
+- fast ones (``vllm``): the structural tag against the turn grammar (xgrammar as the judge), the
+  request spec, the processor's batch bookkeeping and masking with hand-made ``BatchUpdate`` values;
+- one slow one (``vllm`` + ``slow``): a real vLLM engine on the CPU with a tiny random Qwen3 saved
+  locally, one start for both routes. vLLM spawns worker processes, so the engine runs in a
+  subprocess: this file itself, run as a script (``python tests/integrations/test_vllm.py --driver OUT.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+if __name__ != "__main__":
+    pytestmark = pytest.mark.vllm
+    vllm = pytest.importorskip("vllm", reason="needs the vLLM environment (scripts/test-vllm.sh)")
+    xgr = pytest.importorskip("xgrammar")
+
+TOOLS_FILE = Path(__file__).resolve().parents[2] / "examples" / "tools" / "seed_tools.json"
+
+BUDGETS = (24, 48, 96, 192)
+"""max_tokens of the real-engine batch: every call of the seed tools fits in 24 tokens at the least."""
+CHOICES = ("required", "run_tests", "write_file", "auto")
+"""Tool choices of the real-engine batch: a call somewhere (reasoning allowed), a named call straight away
+(no reasoning; ``run_tests`` can close in a few tokens, ``write_file`` has two free strings), free text."""
+SEEDS = (1, 2, 3)
+
+
+def request_options(choice: str) -> dict[str, Any]:
+    """Grammar options of one request of the batch (the same for every route)."""
+    named = choice not in ("auto", "required", "none")
+    return {"tool_choice": choice, "reasoning": "disabled" if named else "enabled"}
+
+
+def _tools() -> list[dict[str, Any]]:
+    return json.loads(TOOLS_FILE.read_text(encoding="utf-8"))
+
+
+# ------------------------------------------------------------------------------------------------
+# Route 1: the structural tag says what the turn grammar says
+# ------------------------------------------------------------------------------------------------
+
+R = '<tool_call>\n{"name": "read_file", "arguments": {"path": "a.py"}}\n</tool_call>'
+L = '<tool_call>\n{"name": "list_files", "arguments": {"path": "."}}\n</tool_call>'
+E = '<tool_call>\n{"name": "run_tests", "arguments": {}}\n</tool_call>'
+BAD_BLOCKS = (
+    '<tool_call>\n{"name": "read_file", "arguments": {"path":"a.py"}}\n</tool_call>',  # not canonical
+    '<tool_call>\n{"name": "read_file", "arguments": {"path": "a.py"}   }\n</tool_call>',  # free whitespace
+    '<tool_call>\n{"name": "nope", "arguments": {}}\n</tool_call>',  # unknown tool
+    '<tool_call>\n{"name": "read_file", "arguments": {"path": "a\nb"}}\n</tool_call>',  # raw newline
+    '<tool_call>\n{"name": "read_file", "arguments": {}}\n</tool_call>',  # missing argument
+    '<tool_call>\n{"name": "read_file", "arguments": {"path": "a", "x": 1}}\n</tool_call>',  # unknown argument
+    '<tool_call>\n{"name": "read_file", "arguments": {"path": "a.py"}}\n',  # unclosed
+)
+TEXTS = (
+    "",
+    "hello",
+    "hi " + R,
+    R,
+    R + "\n" + L,
+    "x" + R + "\n" + L,
+    R + "after",
+    R + R,
+    E,
+    R + "\n" + E,
+    R + "\n",
+    "<think>\nhm\n</think>\n\n" + R,
+    "<think>\nhm\n</think>" + R,
+    "<think>\nhm\n</think>\n\n\n" + R,
+    "<think>\nhm\n</think>\n\nok " + R,
+    "<think>\nhm",
+    "hm\n</think>\n\n" + R,
+    "<think>a</think>b",
+    "é ü 中文 " + R,
+    '<tool_call>\n{"name": "read_file", "arguments": {"path": "é\\n\\u00e9 \\"q\\""}}\n</tool_call>',
+    *BAD_BLOCKS,
+    *("x" + b for b in BAD_BLOCKS),
+)
+OPTION_SETS = [
+    pytest.param(
+        {"tool_choice": c, "parallel_tool_calls": p, "reasoning": r, "after_calls": a},
+        id=f"{c}-{'par' if p else 'one'}-{r}-{a}",
+    )
+    for c in ("auto", "required", "none", "read_file")
+    for p in (True, False)
+    for r in ("enabled", "disabled", "prefilled")
+    for a in ("end", "text")
+] + [pytest.param({"whitespace": "flexible", "max_whitespace": 2}, id="flexible")] + [
+    pytest.param({"tool_choice": "required", "prose_first": True, "reasoning": r}, id=f"required-prose-first-{r}")
+    for r in ("enabled", "disabled", "prefilled")
+]
+
+
+@pytest.mark.parametrize("options", OPTION_SETS)
+def test_structural_tag_accepts_what_the_turn_grammar_accepts(options: dict[str, Any]) -> None:
+    from xgrammar.testing import _is_grammar_accept_string
+
+    from toolgrammar.integrations.vllm import turn_structural_tag
+    from toolgrammar.testing import accepts
+    from toolgrammar.turn.grammar import compile_turn
+
+    turn = compile_turn(_tools(), **options)
+    grammar = xgr.Grammar.from_structural_tag(json.dumps(turn_structural_tag(turn)))
+    wrong = [
+        f"{t!r}: toolgrammar {accepts(turn, t)}, xgrammar {not accepts(turn, t)}"
+        for t in TEXTS
+        if accepts(turn, t) != _is_grammar_accept_string(grammar, t)
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_structured_outputs_pass_vllm_validation() -> None:
+    from vllm import SamplingParams
+    from vllm.v1.structured_output.backend_xgrammar import validate_xgrammar_grammar
+
+    from toolgrammar.integrations.vllm import structured_outputs
+
+    params = SamplingParams(structured_outputs=structured_outputs(_tools(), tool_choice="required"))
+    validate_xgrammar_grammar(params)  # raises on a tag vLLM's xgrammar backend would refuse
+    tag = json.loads(params.structured_outputs.structural_tag)
+    assert tag["type"] == "structural_tag"
+
+
+def test_structural_tag_regex_has_no_escapes_xgrammar_warns_about() -> None:
+    from toolgrammar.integrations.vllm import structural_tag
+
+    text = json.dumps(structural_tag(_tools()))
+    for noisy in ("\\\\ ", "\\\\#", "\\\\\n"):
+        assert noisy not in text
+
+
+@pytest.mark.parametrize(
+    "options", [pytest.param({"escape_markers": True}, id="escape-markers"), pytest.param({}, id="qwen-xml")]
+)
+def test_structural_tag_refuses_what_a_regex_cannot_say(options: dict[str, Any]) -> None:
+    from toolgrammar.errors import GrammarError
+    from toolgrammar.integrations.vllm import structural_tag
+
+    fmt = "hermes" if options else "qwen-xml"
+    with pytest.raises(GrammarError, match="logits processor"):
+        structural_tag(_tools(), format=fmt, **options)
+
+
+def test_xgrammar_regex_rewrites_only_escapes() -> None:
+    from toolgrammar.integrations.vllm import xgrammar_regex
+
+    assert xgrammar_regex(r"a\ b\#\&\~") == "a b#&~"
+    assert xgrammar_regex("\\\n\\\t") == r"\n\t"
+    assert xgrammar_regex(r"\\ \{\}\"[\x00-\x1f]") == r"\\ \{\}\"[\x00-\x1f]"
+
+
+# ------------------------------------------------------------------------------------------------
+# Route 2: the request spec and the processor, without an engine
+# ------------------------------------------------------------------------------------------------
+
+
+def test_extra_args_round_trip_as_dict_and_as_json() -> None:
+    from vllm import SamplingParams
+
+    from toolgrammar.integrations.vllm import extra_args, request_spec
+
+    plain = extra_args(_tools(), tool_choice="required")
+    as_json = extra_args(_tools(), tool_choice="required", as_json=True)
+    assert isinstance(as_json["toolgrammar"], str)
+    a = request_spec(SamplingParams(extra_args=plain))
+    b = request_spec(SamplingParams(extra_args=as_json))
+    assert a == b
+    assert a is not None and a["tool_choice"] == "required"
+    assert request_spec(SamplingParams()) is None
+
+
+@pytest.mark.parametrize(
+    ("spec", "match"),
+    [
+        pytest.param({"tools": [], "tool_choice": "required"}, "needs at least one tool", id="required-no-tools"),
+        pytest.param({"tools": [{"type": "function"}]}, "tool", id="bad-tool"),
+        pytest.param({"tools": [], "budget": 3}, "unknown key", id="unknown-key"),
+        pytest.param({"tool_choice": "auto"}, "needs 'tools'", id="no-tools"),
+        pytest.param("{not json", "not JSON", id="bad-json"),
+        pytest.param({"tools": [], "tool_choice": "nope"}, "nope", id="unknown-named-tool"),
+    ],
+)
+def test_validate_params_refuses_bad_specs(spec: Any, match: str) -> None:
+    from vllm import SamplingParams
+
+    from toolgrammar.integrations.vllm import VllmToolCallLogitsProcessor
+
+    if isinstance(spec, dict) and spec.get("tool_choice") == "nope":
+        spec = {**spec, "tools": _tools()}
+    with pytest.raises(ValueError, match=match):
+        VllmToolCallLogitsProcessor.validate_params(SamplingParams(extra_args={"toolgrammar": spec}))
+
+
+def test_validate_params_refuses_both_routes_at_once() -> None:
+    from vllm import SamplingParams
+
+    from toolgrammar.integrations.vllm import VllmToolCallLogitsProcessor, extra_args, structured_outputs
+
+    params = SamplingParams(extra_args=extra_args(_tools()), structured_outputs=structured_outputs(_tools()))
+    with pytest.raises(ValueError, match="one route"):
+        VllmToolCallLogitsProcessor.validate_params(params)
+    VllmToolCallLogitsProcessor.validate_params(SamplingParams())  # untouched requests pass
+
+
+def _fake_config(*, async_scheduling: bool = False, named: bool = True) -> Any:
+    model_config = SimpleNamespace(
+        max_model_len=8192,
+        logits_processors=["toolgrammar.integrations.vllm:VllmToolCallLogitsProcessor"] if named else None,
+        get_vocab_size=lambda: 151_936,
+    )
+    return SimpleNamespace(
+        model_config=model_config, scheduler_config=SimpleNamespace(async_scheduling=async_scheduling)
+    )
+
+
+def _processor(**config: Any) -> Any:
+    import torch
+
+    from toolgrammar.integrations.vllm import VllmToolCallLogitsProcessor
+    from toolgrammar.vocab import qwen3_vocabulary
+
+    proc = VllmToolCallLogitsProcessor(_fake_config(**config), torch.device("cpu"), False)
+    proc._vocab = qwen3_vocabulary()
+    return proc
+
+
+def _params(max_tokens: int = 64, **options: Any) -> Any:
+    from vllm import SamplingParams
+
+    from toolgrammar.integrations.vllm import extra_args
+
+    return SamplingParams(max_tokens=max_tokens, extra_args=extra_args(_tools(), **options))
+
+
+def _update(batch_size: int, removed=(), added=(), moved=()) -> Any:
+    from vllm.v1.sample.logits_processor import BatchUpdate
+
+    return BatchUpdate(batch_size=batch_size, removed=list(removed), added=list(added), moved=list(moved))
+
+
+def _check_masked(logits: Any, original: Any, proc: Any, constrained: dict[int, Any]) -> None:
+    """Constrained rows: finite exactly where the row's cursor allows; other rows untouched."""
+    import numpy as np
+
+    from toolgrammar.testing import allowed_ids
+
+    for r in range(logits.shape[0]):
+        if r not in constrained:
+            assert (logits[r] == original[r]).all(), f"row {r} has no toolgrammar request but was changed"
+            continue
+        cursor = constrained[r]
+        n_tokens = cursor.grammar.table.n_tokens
+        expected = np.zeros(logits.shape[1], dtype=bool)
+        expected[allowed_ids(cursor.mask(), n_tokens)] = True
+        finite = np.isfinite(logits[r].numpy())
+        assert (finite == expected).all(), f"row {r}: mask differs from the cursor's"
+        assert (logits[r][expected] == original[r][expected]).all(), f"row {r}: allowed logits changed"
+
+
+def test_batch_bookkeeping_follows_removed_added_moved() -> None:
+    import torch
+    from vllm import SamplingParams
+    from vllm.v1.sample.logits_processor import MoveDirectionality
+
+    from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
+    from toolgrammar.runtime.cursor import Cursor
+
+    proc = _processor()
+    call = load_qwen3_tokenizer().encode(
+        '<tool_call>\n{"name": "read_file", "arguments": {"path": "src', add_special_tokens=False
+    )
+    outs = [[], [], [], []]
+    plain = SamplingParams(max_tokens=64)
+    proc.update_state(
+        _update(
+            4,
+            added=[
+                (0, _params(64, tool_choice="required"), [1, 2, 3], outs[0]),
+                (1, plain, [1, 2, 3], outs[1]),
+                (2, _params(32, tool_choice="read_file"), [1, 2, 3], outs[2]),
+                (3, plain, [1, 2, 3], outs[3]),
+            ],
+        )
+    )
+    assert sorted(proc.rows) == [0, 2]
+    outs[0].extend(call)  # row 0 is inside a string argument now
+    ref = {0: Cursor(proc.rows[0].cursor.grammar, 64), 2: Cursor(proc.rows[2].cursor.grammar, 32)}
+    for t in call:
+        ref[0].advance(t)
+    logits = torch.randn(4, 151_936)
+    original = logits.clone()
+    proc.apply(logits)
+    _check_masked(logits, original, proc, ref)
+
+    # swap 0 <-> 3, then remove 1 and move 3 -> 1 (vLLM condenses the batch that way)
+    proc.update_state(_update(4, moved=[(0, 3, MoveDirectionality.SWAP)]))
+    assert sorted(proc.rows) == [2, 3]
+    ref = {3: ref[0], 2: ref[2]}
+    logits = torch.randn(4, 151_936)
+    original = logits.clone()
+    proc.apply(logits)
+    _check_masked(logits, original, proc, ref)
+
+    proc.update_state(_update(3, removed=[1], moved=[(3, 1, MoveDirectionality.UNIDIRECTIONAL)]))
+    assert sorted(proc.rows) == [1, 2]
+    ref = {1: ref[3], 2: ref[2]}
+    outs[0].append(call[-1])  # the request keeps growing through vLLM's own list
+    ref[1].advance(call[-1])
+    logits = torch.randn(3, 151_936)
+    original = logits.clone()
+    proc.apply(logits)
+    _check_masked(logits, original, proc, ref)
+
+    # a plain request takes slot 2: the old row there is forgotten
+    proc.update_state(_update(3, added=[(2, plain, [1], [])]))
+    assert sorted(proc.rows) == [1]
+    proc.update_state(_update(0, removed=[1, 0, 2]))
+    assert not proc.rows
+    assert proc.stats()["errors"] == 0
+
+
+def test_one_row_on_the_host_matches_the_cursor() -> None:
+    """A single constrained row takes the host (numpy) path: same mask, padding included, both mask kinds."""
+    import torch
+
+    from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
+    from toolgrammar.runtime.cursor import Cursor
+
+    proc = _processor()
+    out: list[int] = []
+    proc.update_state(_update(1, added=[(0, _params(64, tool_choice="read_file", reasoning="disabled"), [1], out)]))
+    ref = Cursor(proc.rows[0].cursor.grammar, 64)
+    prefix = load_qwen3_tokenizer().encode(
+        '<tool_call>\n{"name": "read_file", "arguments": {"path": "a', add_special_tokens=False
+    )
+    kinds = set()
+    for token in [None, *prefix]:
+        if token is not None:
+            out.append(token)
+            ref.advance(token)
+        mask = ref.mask()
+        kinds.add("banned" if mask.banned is not None else "allowed" if mask.allowed is not None else "all")
+        logits = torch.randn(1, 151_936)
+        original = logits.clone()
+        proc.apply(logits)
+        _check_masked(logits, original, proc, {0: ref})
+        assert torch.isinf(logits[0, 151_669:]).all()
+    assert {"banned", "allowed"} <= kinds
+
+
+def test_padding_columns_are_masked_for_constrained_rows_only() -> None:
+    import torch
+
+    proc = _processor()
+    proc.update_state(_update(2, added=[(0, _params(64, tool_choice="auto"), [1], [])]))
+    logits = torch.zeros(2, 151_936)
+    proc.apply(logits)
+    assert torch.isinf(logits[0, 151_669:]).all()
+    assert (logits[1] == 0).all()
+
+
+def test_a_second_instance_on_the_same_engine_stands_down() -> None:
+    import torch
+
+    from toolgrammar.integrations.vllm import VllmToolCallLogitsProcessor
+
+    config = _fake_config()
+    first = VllmToolCallLogitsProcessor(config, torch.device("cpu"), False)
+    second = VllmToolCallLogitsProcessor(config, torch.device("cpu"), False)
+    other = VllmToolCallLogitsProcessor(_fake_config(), torch.device("cpu"), False)
+    assert first.active and not second.active and other.active
+    second.update_state(_update(1, added=[(0, _params(), [1], [])]))
+    assert not second.rows
+
+
+def test_placeholder_ids_leave_the_row_unconstrained_and_counted(caplog: pytest.LogCaptureFixture) -> None:
+    import torch
+
+    proc = _processor(async_scheduling=True, named=False)
+    out: list[int] = []
+    proc.update_state(_update(1, added=[(0, _params(64, tool_choice="required"), [1], out)]))
+    out.append(-1)
+    logits = torch.zeros(1, 151_936)
+    with caplog.at_level("ERROR", logger="toolgrammar.integrations.vllm"):
+        proc.apply(logits)
+    assert (logits == 0).all()
+    assert proc.stats()["errors"] == 1
+    assert "--logits-processors" in caplog.text
+
+
+def test_a_rejected_token_is_counted_once_and_frees_the_row(caplog: pytest.LogCaptureFixture) -> None:
+    import torch
+
+    from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
+
+    proc = _processor()
+    out: list[int] = []
+    proc.update_state(_update(1, added=[(0, _params(64, tool_choice="read_file", reasoning="disabled"), [1], out)]))
+    out.extend(load_qwen3_tokenizer().encode("hello there", add_special_tokens=False))  # a named call must open
+    logits = torch.zeros(1, 151_936)
+    with caplog.at_level("ERROR", logger="toolgrammar.integrations.vllm"):
+        proc.apply(logits)
+        out.append(11)
+        proc.apply(logits)
+    assert (logits == 0).all()
+    assert proc.stats()["errors"] == 1
+    assert "left the grammar" in caplog.text
+
+
+def test_a_budget_below_the_first_call_is_reported(caplog: pytest.LogCaptureFixture) -> None:
+    proc = _processor()
+    with caplog.at_level("WARNING", logger="toolgrammar.integrations.vllm"):
+        proc.update_state(_update(2, added=[(0, _params(4, tool_choice="write_file"), [1], [])]))
+        proc.update_state(_update(2, added=[(1, _params(4, tool_choice="auto"), [1], [])]))
+    assert caplog.text.count("max_tokens=4 is below") == 1
+
+
+def test_budget_comes_from_max_tokens_and_the_context_left() -> None:
+    proc = _processor()
+    proc.max_model_len = 100
+    proc.update_state(
+        _update(
+            2,
+            added=[(0, _params(64), list(range(10)), []), (1, _params(64), list(range(60)), [])],
+        )
+    )
+    assert proc.rows[0].cursor.max_tokens == 64
+    assert proc.rows[1].cursor.max_tokens == 40
+
+
+@pytest.mark.parametrize("rows", [1, 3], ids=["host-row", "batched"])
+def test_a_stop_after_the_last_brace_closes_the_block_as_in_transformers(rows: int) -> None:
+    """close_on_stop in route 2 gives, step for step, the transformers processor's logits bit for bit.
+
+    Step 1: after ``}}`` (only the newline allowed) the model wants to stop; step 2 it prefers ``<``, the
+    close in pieces. The stop decided at step 1 closes the block at step 2; with ``close_on_stop: false``
+    in the spec ``<`` wins. A plain request in the batch is untouched throughout."""
+    import torch
+    from vllm import SamplingParams
+
+    from toolgrammar.integrations.hf import ToolCallLogitsProcessor
+    from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
+
+    tokenizer = load_qwen3_tokenizer()
+    call = '<tool_call>\n{"name": "read_file", "arguments": {"path": "a.txt"}}'
+    eos = [tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
+    newline, less, close = (tokenizer.convert_tokens_to_ids(t) for t in ("\u010a", "<", "</tool_call>"))
+    gen = torch.Generator().manual_seed(3)
+    first = torch.randn(rows, 151_936, generator=gen)
+    first[:, eos[0]] = 12.0
+    first[:, newline] = 4.0
+    second = torch.randn(rows, 151_936, generator=gen)
+    second[:, less] = 9.0
+    second[:, close] = 2.0
+    second[:, eos] = torch.tensor([-1.0, 0.5])
+    third = torch.randn(rows, 151_936, generator=gen)
+    written = tokenizer.encode(call, add_special_tokens=False)
+    steps = ((first, []), (second, [newline]), (third, [close]))
+
+    def through_vllm(on: bool) -> tuple[list[torch.Tensor], Any]:
+        proc = _processor()
+        outs: list[list[int]] = [list(written) for _ in range(rows)]
+        plain_out: list[int] = []
+        params = _params(64, tool_choice="auto", reasoning="disabled", **({} if on else {"close_on_stop": False}))
+        added = [(r, params, [1, 2, 3], outs[r]) for r in range(rows)]
+        proc.update_state(_update(rows + 1, added=[*added, (rows, SamplingParams(max_tokens=64), [1], plain_out)]))
+        got = []
+        for logits, new in steps:
+            for out in outs:
+                out.extend(new)
+            plain_out.extend(new)
+            batch = torch.cat([logits, logits[:1]]) if rows > 1 else logits.clone()
+            plain = batch[-1].clone()
+            proc.apply(batch)
+            if rows > 1:
+                assert torch.equal(batch[-1], plain), "the plain request's row was changed"
+            got.append(batch[:rows].clone())
+        return got, proc
+
+    on, proc = through_vllm(True)
+    off, _ = through_vllm(False)
+    assert (on[0].argmax(1) == newline).all() and (off[0].argmax(1) == newline).all()
+    assert (on[1].argmax(1) == close).all() and (off[1].argmax(1) == less).all()
+    assert proc.stats()["stop_closes"] == rows
+
+    hf = ToolCallLogitsProcessor(tokenizer, _tools(), max_new_tokens=64, reasoning="disabled", assistant_prefix=call)
+    prompt = torch.tensor([[1, 2, 3, *written]] * rows)
+    for (logits, new), mine in zip(steps, on, strict=True):
+        prompt = torch.cat([prompt, torch.tensor([new] * rows)], dim=1) if new else prompt
+        assert torch.equal(hf(prompt, logits.clone()), mine)
+    assert hf.stop_closes == rows
+
+
+@pytest.mark.parametrize(("key", "value"), [("close_on_stop", False), ("steer_to_blocks", True)])
+def test_processor_options_must_be_booleans_and_share_the_compiled_grammar(key: str, value: bool) -> None:
+    from vllm import SamplingParams
+
+    from toolgrammar.integrations.vllm import VllmToolCallLogitsProcessor, compile_spec, extra_args
+
+    with pytest.raises(ValueError, match=f"{key}'\\] must be true or false, got 'yes'"):
+        VllmToolCallLogitsProcessor.validate_params(
+            SamplingParams(extra_args={"toolgrammar": {"tools": _tools(), key: "yes"}})
+        )
+    spec = extra_args(_tools(), **{key: value})["toolgrammar"]
+    assert compile_spec(spec) is compile_spec({k: v for k, v in spec.items() if k != key})
+    proc = _processor()
+    proc.update_state(_update(1, added=[(0, _params(64, **{key: value}), [1], [])]))
+    row = proc.rows[0]
+    assert (row.close_on_stop, row.points is not None) == ((False, False) if key == "close_on_stop" else (True, True))
+
+
+def test_lenient_in_a_spec_loads_a_dirty_schema_and_must_be_a_boolean() -> None:
+    from vllm import SamplingParams
+
+    from toolgrammar.integrations.vllm import VllmToolCallLogitsProcessor, compile_spec, extra_args
+
+    dirty = [{"type": "function", "function": {"name": "area", "parameters": {
+        "type": "object", "properties": {"r": {"type": "number", "format": "float"}}, "required": ["r"]}}}]  # fmt: skip
+    with pytest.raises(Exception, match="/properties/r/format"):
+        extra_args(dirty)
+    spec = extra_args(dirty, lenient=True)["toolgrammar"]
+    assert compile_spec(spec).tools["area"].parameters["properties"]["r"] == {"type": "number"}
+    with pytest.raises(ValueError, match="'lenient'\\] must be true or false, got 'yes'"):
+        VllmToolCallLogitsProcessor.validate_params(
+            SamplingParams(extra_args={"toolgrammar": {"tools": dirty, "lenient": "yes"}})
+        )
+
+
+FENCE, BRACE, HELLO, OPENER = 73594, 90, 9707, 151657
+"""Qwen3 ids of ```` ``` ````, ``{``, ``Hello`` and ``<tool_call>``."""
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["host-row", "batched"])
+def test_steering_in_route_2_gives_the_transformers_processor_logits(batched: bool) -> None:
+    """``steer_to_blocks`` in route 2 gives, step for step, the transformers processor's logits bit for bit.
+
+    Step 1, the start of the turn: the model prefers a code fence, then a bare brace; steered, the mass of
+    every other-shape opener is on ``<tool_call>`` (its logit their log-sum-exp and its own), every other
+    logit as it was; unsteered the fence wins. Step 2,
+    inside the block: masking only. Batched, a second row writes ``Hello`` first and then prefers a fence:
+    mid-prose is not a call point, so it is left alone; a plain request's row is untouched throughout."""
+    import torch
+    from vllm import SamplingParams
+
+    from toolgrammar.integrations.hf import ToolCallLogitsProcessor
+    from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
+    from toolgrammar.runtime.steering import call_openers
+    from toolgrammar.vocab import qwen3_vocabulary
+
+    rows = 2 if batched else 1
+    gen = torch.Generator().manual_seed(5)
+    first = torch.randn(rows, 151_936, generator=gen)
+    first[0, [FENCE, BRACE, OPENER]] = torch.tensor([10.0, 8.0, 1.0])
+    second = torch.randn(rows, 151_936, generator=gen)
+    if batched:
+        first[1, HELLO] = 30.0
+        second[1, FENCE] = 10.0
+    steps = ((first, []), (second, [OPENER, HELLO][:rows]))
+
+    def through_vllm(steer: bool) -> tuple[list[torch.Tensor], Any]:
+        proc = _processor()
+        outs: list[list[int]] = [[] for _ in range(rows)]
+        plain_out: list[int] = []
+        params = _params(64, tool_choice="auto", reasoning="disabled", steer_to_blocks=steer)
+        added = [(r, params, [1, 2, 3], outs[r]) for r in range(rows)]
+        proc.update_state(_update(rows + 1, added=[*added, (rows, SamplingParams(max_tokens=64), [1], plain_out)]))
+        got = []
+        for logits, new in steps:
+            for out, token in zip(outs, new, strict=False):
+                out.append(token)
+            plain_out.extend(new[:1])
+            batch = torch.cat([logits, logits[:1]]) if batched else logits.clone()
+            plain = batch[-1].clone()
+            proc.apply(batch)
+            if batched:
+                assert torch.equal(batch[-1], plain), "the plain request's row was changed"
+            got.append(batch[:rows].clone())
+        return got, proc
+
+    on, proc = through_vllm(True)
+    off, _ = through_vllm(False)
+    assert on[0][0].argmax() == OPENER and off[0][0].argmax() == FENCE
+    # Every other-shape opener (```python, {", [{ ...) pools, from the masked logits; every other logit is kept.
+    steered = torch.from_numpy(call_openers(qwen3_vocabulary(), "<tool_call>").steered)
+    pooled = torch.logsumexp(off[0][0, steered].double(), 0).float()
+    assert on[0][0, OPENER] == pooled and (on[0][0, steered[1:]] == -float("inf")).all()
+    rest = torch.ones(151_936, dtype=torch.bool)
+    rest[steered] = False
+    assert torch.equal(on[0][0, rest], off[0][0, rest])
+    assert torch.equal(on[1], off[1]), "steering acted inside a block or mid-prose"
+    if batched:
+        # Row 1 is at a call point at step 1 too (its openers pooled, Hello still far ahead), not at step 2.
+        assert on[0][1].argmax() == off[0][1].argmax() == HELLO and on[1][1].argmax() == FENCE
+    assert proc.stats()["steered_steps"] == rows  # each row once, at step 1
+
+    hf = ToolCallLogitsProcessor(
+        load_qwen3_tokenizer(), _tools(), max_new_tokens=64, reasoning="disabled", steer_to_blocks=True
+    )
+    prompt = torch.tensor([[1, 2, 3]] * rows)
+    for (logits, new), mine in zip(steps, on, strict=True):
+        prompt = torch.cat([prompt, torch.tensor([new]).T], dim=1) if new else prompt
+        assert torch.equal(hf(prompt, logits.clone()), mine)
+    assert hf.steered_steps == proc.stats()["steered_steps"]
+
+
+def test_steering_a_format_whose_opener_is_not_one_token_masks_and_logs(caplog: pytest.LogCaptureFixture) -> None:
+    """Qwen3's vocabulary has no single token for mistral's ``[TOOL_CALLS]``: the row is masked, not steered."""
+    import torch
+
+    from toolgrammar.testing import allowed_ids
+
+    proc = _processor()
+    params = _params(64, format="mistral", tool_choice="auto", steer_to_blocks=True)
+    with caplog.at_level("ERROR", logger="toolgrammar.integrations.vllm"):
+        proc.update_state(_update(1, added=[(0, params, [1], [])]))
+    assert "masked but not steered" in caplog.text and "[TOOL_CALLS]" in caplog.text
+    row = proc.rows[0]
+    assert row.points is None and not row.fresh
+    logits = torch.zeros(1, 151_936)
+    logits[0, FENCE] = 10.0
+    proc.apply(logits)
+    allowed = allowed_ids(row.cursor.mask(), row.cursor.grammar.table.n_tokens)
+    assert torch.isfinite(logits[0]).nonzero().flatten().tolist() == sorted(allowed.tolist())
+    assert logits[0].argmax() == FENCE and proc.stats()["steered_steps"] == 0
+
+
+# ------------------------------------------------------------------------------------------------
+# The real engine
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_real_vllm_both_routes(tmp_path: Path) -> None:
+    """One vLLM start on the CPU, a sampled batch through both routes at several budgets, strict parse."""
+    out = tmp_path / "results.json"
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, __file__, "--driver", str(out), "--model-dir", str(tmp_path / "model")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
+    elapsed = time.monotonic() - started
+    if proc.returncode != 0:
+        pytest.fail(
+            f"driver failed ({proc.returncode}) after {elapsed:.0f} s:\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
+        )
+    results = json.loads(out.read_text())
+    summary = results["summary"]
+    print(json.dumps(summary, indent=1))  # shown with -s and in the CI log on failure
+
+    lp = [r for r in results["rows"] if r["route"] == "processor"]
+    so = [r for r in results["rows"] if r["route"] == "structured"]
+    assert len(lp) == len(so) == len(BUDGETS) * len(CHOICES) * len(SEEDS)
+
+    # Route 2: zero errors at every budget, nothing cut, every required/named request made its call.
+    bad = [r for r in lp if r["errors"] or r["unclosed"]]
+    assert not bad, json.dumps(bad[:3], indent=1)
+    for r in lp:
+        assert r["n_tokens"] <= r["budget"]
+        if r["choice"] != "auto":
+            assert r["calls"] >= 1, f"{r['choice']} request made no call: {r['text'][:200]!r}"
+        if r["choice"] in ("run_tests", "write_file"):
+            assert r["text"].startswith('<tool_call>\n{"name": "' + r["choice"] + '"'), r["text"][:200]
+    assert results["processor_stats"], "no processor ran inside the engine"
+    assert sum(s["active"] for s in results["processor_stats"]) == 1, results["processor_stats"]
+    assert sum(s["errors"] for s in results["processor_stats"]) == 0
+
+    # Route 1: zero errors in every block that closed; the budget cuts some (reported, not failed).
+    closed_bad = [r for r in so if r["closed_errors"]]
+    assert not closed_bad, json.dumps(closed_bad[:3], indent=1)
+    assert any(r["calls"] for r in so), "the structured-outputs route produced no call at all"
+
+
+@pytest.mark.slow
+def test_example_runs_as_documented() -> None:
+    """examples/vllm_offline.py, as its docstring says to run it: the processor's call is valid."""
+    example = TOOLS_FILE.parents[1] / "vllm_offline.py"
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
+    proc = subprocess.run([sys.executable, str(example)], env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+    sections = proc.stdout.split("--- ")
+    processor = next(s for s in sections if s.startswith("logits processor"))
+    assert "  call: write_file(" in processor, proc.stdout
+    assert "  error:" not in processor, proc.stdout
+    assert any(s.startswith("structured outputs") for s in sections), proc.stdout
+
+
+# ------------------------------------------------------------------------------------------------
+# Driver (run as a script, in its own process: vLLM spawns workers)
+# ------------------------------------------------------------------------------------------------
+
+
+def build_requests(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The batch: every tool choice x budget x seed, the same for every route."""
+    return [{"choice": c, "budget": b, "seed": 1000 * s + b} for c in CHOICES for b in BUDGETS for s in SEEDS]
+
+
+def judge(text: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """The strict parser's verdict on one output."""
+    from toolgrammar.turn.parser import parse_turn
+
+    turn = parse_turn(text, tools)
+    return {
+        "calls": len(turn.tool_calls),
+        "blocks": len(turn.blocks),
+        "unclosed": sum(not b.closed for b in turn.blocks),
+        "errors": [e.kind for e in turn.errors],
+        "closed_errors": [b.error.kind for b in turn.blocks if b.closed and b.error is not None],
+    }
+
+
+def _driver(out: Path, model_dir: Path) -> None:
+    from vllm import LLM, SamplingParams
+
+    from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
+    from toolgrammar.integrations.vllm import VllmToolCallLogitsProcessor, extra_args, structured_outputs
+    from toolgrammar.testing.vllm_server import write_tiny_random_qwen3
+
+    tools = _tools()
+    write_tiny_random_qwen3(model_dir)
+    tokenizer = load_qwen3_tokenizer()
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Read a.py, then run the tests."}],
+        tools=tools,
+        add_generation_prompt=True,
+        tokenize=False,
+    )
+    t0 = time.monotonic()
+    llm = LLM(
+        model=str(model_dir),
+        logits_processors=[VllmToolCallLogitsProcessor],
+        gpu_memory_utilization=0.2,
+        max_model_len=4096,
+        dtype="bfloat16",
+        enforce_eager=True,
+        seed=0,
+    )
+    startup = time.monotonic() - t0
+    requests = build_requests(tools)
+    rows: list[dict[str, Any]] = []
+    timings: dict[str, float] = {}
+    for route in ("processor", "structured"):
+        params = []
+        for req in requests:
+            options = request_options(req["choice"])
+            common = {"max_tokens": req["budget"], "temperature": 1.0, "seed": req["seed"]}
+            if route == "processor":
+                params.append(SamplingParams(**common, extra_args=extra_args(tools, **options)))
+            else:
+                params.append(SamplingParams(**common, structured_outputs=structured_outputs(tools, **options)))
+        t = time.monotonic()
+        outputs = llm.generate([prompt] * len(params), params, use_tqdm=False)
+        timings[route] = time.monotonic() - t
+        for req, output in zip(requests, outputs, strict=True):
+            completion = output.outputs[0]
+            rows.append(
+                {
+                    **req,
+                    "route": route,
+                    "text": completion.text,
+                    "n_tokens": len(completion.token_ids),
+                    "finish_reason": completion.finish_reason,
+                    **judge(completion.text, tools),
+                }
+            )
+    stats = [s for per_worker in llm.collective_rpc(_worker_stats) for s in per_worker]
+    summary: dict[str, Any] = {
+        "startup_s": round(startup, 1),
+        "generate_s": {k: round(v, 1) for k, v in timings.items()},
+    }
+    for route in ("processor", "structured"):
+        for budget in BUDGETS:
+            sel = [r for r in rows if r["route"] == route and r["budget"] == budget]
+            summary[f"{route}@{budget}"] = {
+                "n": len(sel),
+                "with_call": sum(r["calls"] > 0 for r in sel),
+                "cut_by_budget": sum(r["unclosed"] > 0 for r in sel),
+                "errors": sum(len(r["errors"]) for r in sel),
+                "closed_errors": sum(len(r["closed_errors"]) for r in sel),
+            }
+    out.write_text(json.dumps({"summary": summary, "rows": rows, "processor_stats": stats}, indent=1))
+    core = getattr(llm.llm_engine, "engine_core", None)
+    if core is not None:  # stop the engine processes now rather than at interpreter exit
+        core.shutdown()
+
+
+def _worker_stats(worker: Any) -> list[dict[str, Any]]:
+    """Run by ``LLM.collective_rpc`` in each worker process: the processors living there."""
+    from toolgrammar.integrations.vllm import processor_stats
+
+    return processor_stats()
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--driver", type=Path, required=True, help="write the results JSON here")
+    parser.add_argument("--model-dir", type=Path, required=True, help="where to save the tiny model")
+    args = parser.parse_args()
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")  # collective_rpc with a function
+    _driver(args.driver, args.model_dir)
+
+
+def test_the_entry_point_registers_the_tool_parsers_lazily() -> None:
+    """``vllm.general_plugins`` -> ``register_tool_parsers``: the names resolve to toolgrammar's parsers."""
+    from importlib.metadata import entry_points
+
+    from vllm.tool_parsers import ToolParserManager
+
+    (plugin,) = [e for e in entry_points(group="vllm.general_plugins") if e.value.startswith("toolgrammar.")]
+    plugin.load()()
+    from toolgrammar.integrations.vllm_plugin import TOOL_PARSERS
+    from toolgrammar.integrations.vllm_tool_parser import ToolgrammarToolParser
+
+    for name in TOOL_PARSERS:
+        cls = ToolParserManager.get_tool_parser(name)
+        assert issubclass(cls, ToolgrammarToolParser)
+        assert cls.format_name == {"toolgrammar_hermes": "hermes", "toolgrammar_qwen_xml": "qwen-xml"}[name]
+        assert cls.supports_required_and_named is False  # vLLM must not force its JSON-array schema
