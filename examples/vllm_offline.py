@@ -1,4 +1,4 @@
-"""Valid tool calls from vLLM, offline, by both routes of :mod:`toolgrammar.integrations.vllm`.
+"""Valid tool calls from vLLM, offline, by both routes of :mod:`toolgrammar.vllm`.
 
 Run it in an environment with vLLM (``bash scripts/test-vllm.sh`` builds ``.venv-vllm``)::
 
@@ -16,12 +16,12 @@ it. Route 1 (structured outputs) needs no processor, but cannot see the budget: 
 
 With ``vllm serve`` the same two routes are::
 
-    vllm serve MODEL --logits-processors toolgrammar.integrations.vllm:VllmToolCallLogitsProcessor
+    vllm serve MODEL --logits-processors toolgrammar.vllm:VllmToolCallLogitsProcessor
     # route 2, per request (vllm_xargs takes flat values, hence the JSON string):
     client.chat.completions.create(..., max_tokens=256,
-        extra_body={"vllm_xargs": toolgrammar.integrations.vllm.extra_args(tools, tool_choice="required", as_json=True)})
+        extra_body={"vllm_xargs": toolgrammar.vllm.extra_args(tools, tool_choice="required", as_json=True)})
     # route 1, per request:
-    extra_body={"structured_outputs": {"structural_tag": json.dumps(toolgrammar.integrations.vllm.structural_tag(tools))}}
+    extra_body={"structured_outputs": {"structural_tag": json.dumps(toolgrammar.vllm.structural_tag(tools))}}
 """
 
 from __future__ import annotations
@@ -35,6 +35,18 @@ from pathlib import Path
 TOOLS = Path(__file__).resolve().parent / "tools" / "seed_tools.json"
 
 
+def save_tiny_model(build, folder: Path) -> str:
+    """The tiny random Qwen3 and the real Qwen3 tokenizer, saved as a folder vLLM loads (bfloat16, 8k context)."""
+    import torch
+
+    model, tokenizer = build()
+    model = model.to(torch.bfloat16)
+    model.config.max_position_embeddings = 8192
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="a local model directory (default: a tiny random Qwen3 in a temp dir)")
@@ -42,15 +54,15 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB of KV cache on the CPU backend
 
+    from hf_generate import tiny_random_qwen3  # the sibling example (this script's folder is on sys.path)
     from vllm import LLM, SamplingParams
 
-    from toolgrammar.integrations.vllm import VllmToolCallLogitsProcessor, extra_args, structured_outputs
-    from toolgrammar.testing.vllm_server import write_tiny_random_qwen3
-    from toolgrammar.turn.parser import parse_turn
+    from toolgrammar import parse_turn
+    from toolgrammar.vllm import VllmToolCallLogitsProcessor, extra_args, structured_outputs
 
     tools = json.loads(TOOLS.read_text(encoding="utf-8"))
     with tempfile.TemporaryDirectory(prefix="toolgrammar-example-") as tmp:
-        model = args.model or str(write_tiny_random_qwen3(Path(tmp) / "tiny-qwen3"))
+        model = args.model or save_tiny_model(tiny_random_qwen3, Path(tmp) / "tiny-qwen3")
         llm = LLM(
             model=model,
             logits_processors=[VllmToolCallLogitsProcessor],  # route 2; route 1 needs nothing here

@@ -4,7 +4,7 @@
 # The first run downloads about 500 MB and converts for about two minutes; later runs reuse the cache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh "hf,qwen,compare,model,test"
+bash scripts/setup.sh "hf,qwen,compare,model,test,bench"
 status=0
 .venv/bin/python -m pytest -m "slow and not vllm" -p no:cacheprovider "$@" || status=$?
 # pytest exits 5 when nothing was collected: that is a broken step here, not a pass.

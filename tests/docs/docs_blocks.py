@@ -33,8 +33,8 @@ Shell blocks run one by one in ``bash -euo pipefail``, with the environment's ``
 through the same console script entry point and as ``python`` runs a script (the same code, without paying
 the imports again for every command). ``pip
 install`` lines are checked, not run: every ``toolgrammar[extra]`` they name must be an extra of
-pyproject.toml, and every other pinned requirement must be the pin the repository's own scripts or
-pyproject.toml use.
+pyproject.toml, and every other pinned requirement must be the pin the repository's own pyproject.toml,
+scripts or sources use.
 """
 
 from __future__ import annotations
@@ -179,11 +179,13 @@ def words(command: str) -> list[str]:
     return shlex.split(command, comments=True)
 
 
-def with_appends(block: Block, command: str, tmp: Path) -> str:
+def with_appends(block: Block, command: str, tmp: Path, values: dict[str, str] | None = None) -> str:
     extra: list[str] = []
     for target, value in block.options["append"]:
         if not target or any(w == target or w.endswith(target) for w in words(command)):
-            extra.append(value.replace("{tmp}", str(tmp)))
+            for key, known in {"tmp": str(tmp), **(values or {})}.items():
+                value = value.replace("{" + key + "}", known)
+            extra.append(value)
     if not extra:
         return command
     code, _, _comment = command.partition(" #")
@@ -260,9 +262,8 @@ def pip_check(command: str) -> str:
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     extras = set(project.get("optional-dependencies", {}))
-    known = (ROOT / "pyproject.toml").read_text(encoding="utf-8") + "".join(
-        p.read_text(encoding="utf-8") for p in sorted((ROOT / "scripts").glob("*.sh"))
-    )
+    sources = [ROOT / "pyproject.toml", *sorted((ROOT / "scripts").glob("*.sh")), *sorted((ROOT / "src").rglob("*.py"))]
+    known = "".join(p.read_text(encoding="utf-8") for p in sources)
     checked = []
     for word in words(command)[2:]:
         if word.startswith("-"):
@@ -280,7 +281,7 @@ def pip_check(command: str) -> str:
             if "==" not in word and not re.search(r"[<>]=?", word):
                 raise AssertionError(f"{command!r}: {word!r} is not pinned")
             if word not in known:
-                raise AssertionError(f"{command!r}: {word!r} is not the pin pyproject.toml or scripts/ use")
+                raise AssertionError(f"{command!r}: {word!r} is not a pin pyproject.toml, scripts/ or src/ use")
             checked.append(word)
     return f"checked: pip install {' '.join(checked)}\n"
 
@@ -304,7 +305,7 @@ def run_shell(block: Block, workdir: Path, tmp: Path, values: dict[str, str] | N
     """Run a shell block; returns its exit status and its output (stdout and stderr together)."""
     values = {"tmp": str(tmp), **(values or {})}
     cwd = ROOT if block.options.get("cwd") == "repo" else workdir
-    lines = [with_appends(block, expand(block, c, values), tmp) for c in commands(block.code)]
+    lines = [with_appends(block, expand(block, c, values), tmp, values) for c in commands(block.code)]
     pips = [c for c in lines if words(c)[:2] == ["pip", "install"]]
     lines = [c for c in lines if c not in pips]
     output = "".join(pip_check(c) for c in pips)

@@ -233,7 +233,7 @@ def server(request: pytest.FixtureRequest, tiny_model_folder: Path, tmp_path: Pa
     (block,) = blocks
     port = _free_port()
     values |= {"port": str(port), "base": f"http://127.0.0.1:{port}"}
-    (line,) = [with_appends(block, expand(block, c, values), tmp_path) for c in _logical(block)]
+    (line,) = [with_appends(block, expand(block, c, values), tmp_path, values) for c in _logical(block)]
     argv = [sys.executable if w == "python" else w for w in words(line)]
     log = tmp_path / "server.log"
     env = {**shell_env(), "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
