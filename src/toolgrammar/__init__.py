@@ -25,8 +25,9 @@ the names here are resolved lazily, so ``import toolgrammar`` imports none of th
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from toolgrammar.lazy_exports import lazy_getattr
 
 __version__ = "0.1.0"
 
@@ -92,13 +93,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'toolgrammar' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr("toolgrammar", _LAZY, globals())
 
 
 def __dir__() -> list[str]:

@@ -25,8 +25,9 @@ the string languages does not load ``jsonschema`` or numpy.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from toolgrammar.lazy_exports import lazy_getattr
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "bounds": (
@@ -119,13 +120,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'toolgrammar.schema' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr("toolgrammar.schema", _LAZY, globals())
 
 
 def __dir__() -> list[str]:
