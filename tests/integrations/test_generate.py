@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import torch
-from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
+from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
 from toolgrammar import GeneratedTurn, TokenBudgetWarning, generate_turn, generate_turns
 from toolgrammar.errors import ProcessorError, ToolSchemaError
@@ -207,6 +207,120 @@ def test_a_template_that_opens_the_reasoning_gives_prefilled(model, tokenizer):
         generate_turn(model, thinking, MESSAGES, SEED_TOOLS, max_new_tokens=48, reasoning="enabled")
 
 
+# -- stops, min_new_tokens, prefills ------------------------------------------------------------------
+
+
+def _spy_generate(model: Any, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """Every keyword set ``model.generate`` was called with (the call itself goes through)."""
+    calls: list[dict[str, Any]] = []
+    real = model.generate
+
+    def spy(**kwargs: Any) -> Any:
+        calls.append(kwargs)
+        return real(**kwargs)
+
+    monkeypatch.setattr(model, "generate", spy)
+    return calls
+
+
+def test_a_stop_string_inside_the_call_is_text_and_goes_to_the_processor(model, tokenizer, monkeypatch):
+    calls = _spy_generate(model, monkeypatch)
+    torch.manual_seed(4)
+    turn = generate_turn(
+        model, tokenizer, MESSAGES, SEED_TOOLS, max_new_tokens=40, tool_choice="required", stop_strings=["}"],
+        chat_template_kwargs=NO_THINKING, do_sample=True, top_k=0,
+    )  # fmt: skip
+    check_turn(turn, tokenizer, 40)
+    assert turn.parsed.ok and turn.tool_calls and turn.text.count("}") >= 2  # the call's braces are all there
+    assert len(calls) == 1 and "stop_strings" not in calls[0]  # generate never saw it: it would have cut the call
+    (processor,) = [p for p in calls[0]["logits_processor"] if isinstance(p, ToolCallLogitsProcessor)]
+    assert processor.stop_strings == ("}",)
+
+
+@pytest.mark.parametrize("how", ["stop_strings", "stop_token_ids"])
+def test_a_stop_in_free_text_ends_the_turn_with_the_end_of_turn_token(model, tokenizer, how):
+    """The model's favourite first token is a stop: its mass goes to the end of turn, and the turn is empty."""
+    word = tokenizer.convert_tokens_to_ids("Hello")
+    stop: dict[str, Any] = {"stop_strings": "Hel"} if how == "stop_strings" else {"stop_token_ids": [word]}
+    turn = generate_turn(
+        model, tokenizer, MESSAGES, SEED_TOOLS, max_new_tokens=16, chat_template_kwargs=NO_THINKING,
+        logits_processor=[_PreferAtStart(word)], do_sample=False, **stop,
+    )  # fmt: skip
+    check_turn(turn, tokenizer, 16)
+    assert turn.text == "" and turn.finish == "stop"
+    assert len(turn.token_ids) == 1  # the end of turn, at once (check_turn: it is an end-of-turn token)
+    plain = generate_turn(
+        model, tokenizer, MESSAGES, SEED_TOOLS, max_new_tokens=16, chat_template_kwargs=NO_THINKING,
+        logits_processor=[_PreferAtStart(word)], do_sample=False,
+    )  # fmt: skip
+    assert plain.text.startswith("Hello")  # without the stop, the favourite is written
+
+
+def test_min_new_tokens_above_one_is_refused_and_one_runs(model, tokenizer):
+    """A call may be complete sooner than any bound known ahead, so only a minimum that cannot reach one holds."""
+    options: dict[str, Any] = {"max_new_tokens": 32, "tool_choice": "required", "chat_template_kwargs": NO_THINKING}
+    with pytest.raises(
+        GenerateError,
+        match=r"min_new_tokens=2 could hold the model past the end of its turn: .* under "
+        r"tool_choice='required' a call may be complete sooner.* lower it to at most 1 new token",
+    ):
+        generate_turn(_NoGenerate(), tokenizer, MESSAGES, SEED_TOOLS, min_new_tokens=2, **options)
+    torch.manual_seed(2)
+    turn = generate_turn(model, tokenizer, MESSAGES, SEED_TOOLS, min_new_tokens=1, do_sample=True, top_k=0,
+                         **options)  # fmt: skip
+    check_turn(turn, tokenizer, 32)
+    assert turn.tool_calls
+
+
+PREFILL = '<tool_call>\n{"name": "read_file", "arguments": {"path": "'
+
+
+@pytest.mark.parametrize("thinking", [True, False], ids=["thinking", "no-thinking"])
+def test_a_prefilled_assistant_message_is_continued_by_the_grammar(model, tokenizer, thinking):
+    chat = [*MESSAGES, {"role": "assistant", "content": PREFILL}]
+    torch.manual_seed(5)
+    turn = generate_turn(
+        model, tokenizer, chat, SEED_TOOLS, max_new_tokens=16, chat_template_kwargs={"enable_thinking": thinking},
+        do_sample=True, top_k=0,
+    )  # fmt: skip
+    # Qwen3's template writes the empty reasoning part into the turn when thinking is on: it is part of the prefill.
+    prefix = ("<think>\n\n</think>\n\n" if thinking else "") + PREFILL
+    head = tokenizer.apply_chat_template(
+        MESSAGES, tools=SEED_TOOLS, add_generation_prompt=True, tokenize=False, enable_thinking=thinking
+    )
+    assert turn.prompt == head + prefix and turn.text.startswith(prefix)
+    assert turn.reasoning == ("enabled" if thinking else "disabled")  # read from the prompt before the prefill
+    assert turn.parsed.ok and [call.name for call in turn.tool_calls] == ["read_file"], turn.text
+    assert turn.processor_error is None and "path" in turn.tool_calls[0].arguments
+    written = turn.token_ids[:-1] if turn.finish == "stop" else turn.token_ids
+    assert turn.text == prefix + tokenizer.decode(list(written), skip_special_tokens=False)
+
+
+@pytest.mark.parametrize(
+    ("conversations", "kwargs", "error", "match"),
+    [
+        ([[*MESSAGES, {"role": "assistant", "content": '<tool_call>\n{"name": "delete_everything"'}]], {},
+         ProcessorError, r"is not a valid start of a turn .* so the grammar cannot continue it"),
+        ([[*MESSAGES, {"role": "assistant", "content": PREFILL}]], {"assistant_prefix": "<tool_call>\n"},
+         GenerateError, r"ends with an assistant message, .* and assistant_prefix is given too"),
+        ([[*MESSAGES, {"role": "assistant", "content": PREFILL}], MESSAGES], {},
+         GenerateError, r"conversations\[0\] ends with an assistant message \(a prefill\) but conversations\[1\] "
+                        r"does not"),
+        ([[*MESSAGES, {"role": "assistant", "content": PREFILL}], [*MESSAGES, {"role": "assistant", "content": "Hi"}]],
+         {}, GenerateError, r"conversations\[0\] and conversations\[1\] prefill different text"),
+        ([[{"role": "assistant", "content": PREFILL}]], {}, GenerateError, r"is only an assistant message"),
+        ([[*MESSAGES, {"role": "assistant", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]], {},
+         GenerateError, r"conversations\[0\]\[-1\]: .* a prefilled assistant message must be text"),
+    ],
+)  # fmt: skip
+def test_a_prefill_that_cannot_be_continued_is_refused_before_generating(
+    tokenizer, conversations, kwargs, error, match
+):
+    with pytest.raises(error, match=match):
+        generate_turns(_NoGenerate(), tokenizer, conversations, SEED_TOOLS, max_new_tokens=32,
+                       chat_template_kwargs=NO_THINKING, **kwargs)  # fmt: skip
+
+
 # -- bad input -----------------------------------------------------------------------------------
 
 
@@ -240,6 +354,15 @@ BAD_TOOLS = [{"name": "f", "parameters": {"type": "object", "properties": {"a": 
         (MESSAGES, SEED_TOOLS, {"reasoning": "prefilled"}, GenerateError, "does not end by opening a reasoning"),
         (MESSAGES, SEED_TOOLS, {"tool_choice": "required", "max_new_tokens": 3, "reasoning": "disabled"},
          ProcessorError, "max_new_tokens=3 is too small for tool_choice='required'"),
+        (MESSAGES, SEED_TOOLS, {"min_new_tokens": 2, "reasoning": "disabled"}, GenerateError,
+         r"min_new_tokens=2 could hold the model past the end of its turn: .* under tool_choice='auto' a call may "
+         r"be complete sooner.* lower it to at most 1"),
+        (MESSAGES, SEED_TOOLS, {"generation_config": GenerationConfig(min_new_tokens=3), "tool_choice": "auto"},
+         GenerateError, r"min_new_tokens=3 could hold the model past the end of its turn"),
+        (MESSAGES, SEED_TOOLS, {"min_length": 10_000, "tool_choice": "required"}, GenerateError,
+         r"min_length=10000 \(\d+ new tokens after the \d+-token prompt\) could hold the model past the end of "
+         r"its turn.* lower it to at most 1 new token"),
+        (MESSAGES, SEED_TOOLS, {"stop_strings": [""]}, ProcessorError, "each stop string must be 1 to 256 bytes"),
     ],
 )  # fmt: skip
 def test_bad_input_is_refused_before_generating(tokenizer, messages, tools, kwargs, error, match):

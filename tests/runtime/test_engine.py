@@ -81,6 +81,7 @@ def test_random_walks_are_sound_and_terminate(vocab, toolset, options):
     shortest = int(tg.dist[tg.start])  # below this even the shortest turn cannot fit (tool_choice=required)
     for i in range(n_walks):
         budget = max(int(rng.integers(8, 96)), shortest)
+
         def prefer(tokens, prefilled=prefilled):
             return [close_think] if prefilled and close_think not in tokens else [OPENER, quote]
 
@@ -122,8 +123,11 @@ def test_an_impossible_budget_still_leaves_tokens_and_closes_as_fast_as_possible
     for _ in range(3):
         mask = cursor.mask()
         assert mask is not None and mask.n_allowed > 0
-        cursor.advance(int(np.flatnonzero(np.isin(np.arange(tg.table.n_tokens), mask.allowed))[0])
-                       if mask.allowed is not None else OPENER)
+        cursor.advance(
+            int(np.flatnonzero(np.isin(np.arange(tg.table.n_tokens), mask.allowed))[0])
+            if mask.allowed is not None
+            else OPENER
+        )
 
 
 def test_tool_choice_none_never_opens_a_block(vocab):
@@ -210,8 +214,11 @@ def test_canonical_fixtures_are_never_masked(hermes_fixtures, vocab):
         end_ok = result.first_masked is None and any(is_allowed(result.cursor.mask(), e) for e in vocab.eos_ids)
         if result.first_masked is not None or not end_ok:
             at = result.first_masked
-            failures.append(f"{fx['id']}: masked at {at} ({vocab.token_bytes[ids[at]]!r})" if at is not None
-                            else f"{fx['id']}: end of turn refused")
+            failures.append(
+                f"{fx['id']}: masked at {at} ({vocab.token_bytes[ids[at]]!r})"
+                if at is not None
+                else f"{fx['id']}: end of turn refused"
+            )
     assert not failures, "\n".join(failures)
 
 
@@ -238,8 +245,12 @@ def test_malformed_and_truncated_fixtures_are_masked(hermes_fixtures, vocab):
 
 @pytest.mark.parametrize(
     ("toolset", "options"),
-    [("seed-strings", {}), ("typed", {"reasoning": "prefilled", "escape_markers": True}),
-     ("freeform", {"whitespace": "flexible"}), ("nested", {"format": "qwen-xml"})],
+    [
+        ("seed-strings", {}),
+        ("typed", {"reasoning": "prefilled", "escape_markers": True}),
+        ("freeform", {"whitespace": "flexible"}),
+        ("nested", {"format": "qwen-xml"}),
+    ],
 )
 def test_vectorized_walk_equals_a_token_by_token_walk(vocab, toolset, options):
     """The walk's shortcuts (looping states, whole UTF-8 characters, first-character entry) change nothing."""
@@ -260,8 +271,12 @@ def test_vectorized_walk_equals_a_token_by_token_walk(vocab, toolset, options):
 def test_budgets_beyond_255_tokens_are_exact(vocab):
     """Needs are cached as one byte per token; budgets of 255 or more take the exact path."""
     runes = "ᚠᚢᚦᚨᚱᚲᚷᚹᚺᚾᛁᛃᛇᛈᛉᛊᛏᛒᛖᛗᛚᛜᛞᛟ" * 8
-    tools = [{"name": "carve", "parameters": {"type": "object", "properties": {"text": {"const": runes}},
-                                              "required": ["text"]}}]
+    tools = [
+        {
+            "name": "carve",
+            "parameters": {"type": "object", "properties": {"text": {"const": runes}}, "required": ["text"]},
+        }
+    ]
     tg = TokenGrammar(compile_turn(tools, reasoning="disabled", tool_choice="required"), vocab)
     need = int(tg.dist[tg.start])
     assert need > 256, need

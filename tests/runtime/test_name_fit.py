@@ -74,7 +74,7 @@ def _brute_leading_to(token_bytes, rests, exclude=()):
         [b'_weather"', b'_time"'],
         [b'"'],  # the end of a name: every token starting with a quote runs past it
         [b"\n<function=calculate_area>"],
-        ["ä_größe\"".encode()],  # multi-byte characters: byte-level tokens may split them
+        ['ä_größe"'.encode()],  # multi-byte characters: byte-level tokens may split them
     ],
 )
 def test_leading_to_equals_a_scan_of_the_real_vocabulary(qwen3_vocab, rests):

@@ -112,8 +112,14 @@ def test_interegular_agrees_on_a_json_value_grammar():
     grammar = compile_turn(TYPED_TOOLS[:1], cache=False, reasoning="disabled", tool_choice="calculate")
     rx = grammar.block_regex()
     fsm = interegular.parse_pattern(rx).to_fsm()
-    for args in ['{"x": 1, "y": 2.5}', '{"x": -0, "y": 1e+5, "exact": true}', '{"x": 1, "y": 2, "note": null}',
-                 '{"x": 1}', '{"x": 1.5, "y": 1}', '{"y": 1, "x": 1}']:
+    for args in [
+        '{"x": 1, "y": 2.5}',
+        '{"x": -0, "y": 1e+5, "exact": true}',
+        '{"x": 1, "y": 2, "note": null}',
+        '{"x": 1}',
+        '{"x": 1.5, "y": 1}',
+        '{"y": 1, "x": 1}',
+    ]:
         text = f'<tool_call>\n{{"name": "calculate", "arguments": {args}}}\n</tool_call>'
         assert fsm.accepts(text) == accepts(grammar, text), text
 
@@ -138,7 +144,8 @@ def test_chat_template_rendering_is_accepted(qwen3_tokenizer, content, calls, re
         message["reasoning_content"] = reasoning
     rendered = qwen3_tokenizer.apply_chat_template(
         [{"role": "user", "content": "hi"}, message, {"role": "user", "content": "next"}],
-        tools=SEED_TOOLS, tokenize=False,
+        tools=SEED_TOOLS,
+        tokenize=False,
     )
     start = rendered.rindex("<|im_start|>assistant\n") + len("<|im_start|>assistant\n")
     turn = rendered[start : rendered.index("<|im_end|>", start)]
@@ -151,29 +158,53 @@ def test_chat_template_rendering_is_accepted(qwen3_tokenizer, content, calls, re
 def test_policies_accept_and_reject_what_they_say():
     call = '<tool_call>\n{"name": "run_tests", "arguments": {}}\n</tool_call>'
     two = call + "\n" + call
-    check_grammar(compile_turn(SEED_TOOLS, reasoning="disabled"), passing=["hi", call, "hi\n" + call, two], failing=[
-        call + "trailing text", call + call])
+    check_grammar(
+        compile_turn(SEED_TOOLS, reasoning="disabled"),
+        passing=["hi", call, "hi\n" + call, two],
+        failing=[call + "trailing text", call + call],
+    )
     # required: the turn is the call (after the reasoning, and the chat template's "\n\n" after it)
-    check_grammar(compile_turn(SEED_TOOLS, tool_choice="required"),
-                  passing=[call, two, "<think>\nhm\n</think>\n\n" + call, "<think>\nhm\n</think>" + call],
-                  failing=["hi", "", "ok " + call, "<think>\nhm\n</think>\n\nok " + call, "<think>\nhm\n</think>"])
-    check_grammar(compile_turn(SEED_TOOLS, tool_choice="required", reasoning="disabled"),
-                  passing=[call, two], failing=["\n" + call, "ok " + call, "hi"])
+    check_grammar(
+        compile_turn(SEED_TOOLS, tool_choice="required"),
+        passing=[call, two, "<think>\nhm\n</think>\n\n" + call, "<think>\nhm\n</think>" + call],
+        failing=["hi", "", "ok " + call, "<think>\nhm\n</think>\n\nok " + call, "<think>\nhm\n</think>"],
+    )
+    check_grammar(
+        compile_turn(SEED_TOOLS, tool_choice="required", reasoning="disabled"),
+        passing=[call, two],
+        failing=["\n" + call, "ok " + call, "hi"],
+    )
     # prose first: the earlier variant, by name
-    check_grammar(compile_turn(SEED_TOOLS, tool_choice="required", prose_first=True),
-                  passing=[call, "ok " + call, "<think>\nhm\n</think>\n\nok " + call], failing=["hi", ""])
+    check_grammar(
+        compile_turn(SEED_TOOLS, tool_choice="required", prose_first=True),
+        passing=[call, "ok " + call, "<think>\nhm\n</think>\n\nok " + call],
+        failing=["hi", ""],
+    )
     check_grammar(compile_turn(SEED_TOOLS, tool_choice="none"), passing=["hi"], failing=[call])
-    check_grammar(compile_turn(SEED_TOOLS, tool_choice="run_tests"), passing=[call, two], failing=[
-        "hi " + call, '<tool_call>\n{"name": "grep", "arguments": {"pattern": "a", "path": "b"}}\n</tool_call>'])
+    check_grammar(
+        compile_turn(SEED_TOOLS, tool_choice="run_tests"),
+        passing=[call, two],
+        failing=[
+            "hi " + call,
+            '<tool_call>\n{"name": "grep", "arguments": {"pattern": "a", "path": "b"}}\n</tool_call>',
+        ],
+    )
     check_grammar(compile_turn(SEED_TOOLS, parallel_tool_calls=False), passing=[call], failing=[two])
-    check_grammar(compile_turn(SEED_TOOLS, after_calls="text"), passing=[call + "\nThat was it."],
-                  failing=[call + "\n" + "x <tool_call>"])
-    check_grammar(compile_turn(SEED_TOOLS, reasoning="prefilled"),
-                  passing=["hm\n</think>\n\n" + call, "still thinking"],
-                  failing=["<think>\nhm\n</think>\n\n" + call + "</think>"])
-    check_grammar(compile_turn(SEED_TOOLS, escape_markers=True), passing=[
-        '<tool_call>\n{"name": "read_file", "arguments": {"path": "<\\/tool_call>"}}\n</tool_call>'], failing=[
-        '<tool_call>\n{"name": "read_file", "arguments": {"path": "</tool_call>"}}\n</tool_call>'])
+    check_grammar(
+        compile_turn(SEED_TOOLS, after_calls="text"),
+        passing=[call + "\nThat was it."],
+        failing=[call + "\n" + "x <tool_call>"],
+    )
+    check_grammar(
+        compile_turn(SEED_TOOLS, reasoning="prefilled"),
+        passing=["hm\n</think>\n\n" + call, "still thinking"],
+        failing=["<think>\nhm\n</think>\n\n" + call + "</think>"],
+    )
+    check_grammar(
+        compile_turn(SEED_TOOLS, escape_markers=True),
+        passing=['<tool_call>\n{"name": "read_file", "arguments": {"path": "<\\/tool_call>"}}\n</tool_call>'],
+        failing=['<tool_call>\n{"name": "read_file", "arguments": {"path": "</tool_call>"}}\n</tool_call>'],
+    )
 
 
 def test_a_newline_after_the_last_block_may_end_the_turn():
@@ -203,8 +234,9 @@ def test_whitespace_is_canonical_by_default_and_bounded_when_flexible():
     loose = '<tool_call>\n{ "name" : "run_tests",\n "arguments":{"path":"a"} }\n</tool_call>'
     very_loose = '<tool_call>\n{"name":      "run_tests", "arguments": {}}\n</tool_call>'
     check_grammar(compile_turn(SEED_TOOLS), passing=[tight], failing=[loose, very_loose])
-    check_grammar(compile_turn(SEED_TOOLS, whitespace="flexible", max_whitespace=2), passing=[tight, loose],
-                  failing=[very_loose])
+    check_grammar(
+        compile_turn(SEED_TOOLS, whitespace="flexible", max_whitespace=2), passing=[tight, loose], failing=[very_loose]
+    )
 
 
 def test_every_turn_can_end_and_free_text_is_safe():
@@ -233,8 +265,15 @@ def test_bad_options_get_clear_errors(options, message):
 
 def test_bad_tools_fail_at_compile_time_naming_tool_and_keyword():
     with pytest.raises(ToolSchemaError, match="lookahead is not supported") as info:
-        compile_turn([{"name": "f", "parameters": {"type": "object", "properties": {
-            "a": {"type": "string", "pattern": "^(?=x)"}}}}], cache=False)
+        compile_turn(
+            [
+                {
+                    "name": "f",
+                    "parameters": {"type": "object", "properties": {"a": {"type": "string", "pattern": "^(?=x)"}}},
+                }
+            ],
+            cache=False,
+        )
     assert info.value.tool == "f" and info.value.keyword == "pattern"
 
 

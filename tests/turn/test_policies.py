@@ -75,9 +75,10 @@ def test_openers_are_fences_and_braces_after_optional_whitespace(qwen3_vocab, op
     assert openers.whitespace[vocab.token_id("\n\n")] and not openers.whitespace[vocab.token_id("Hello")]
 
 
-def test_steering_needs_a_single_token_opener(qwen3_vocab):
-    with pytest.raises(ProcessorError, match=r"block opener '<tool_call>x' as a single token"):
-        call_openers(qwen3_vocab, "<tool_call>x")
+def test_steering_refuses_an_opener_whose_first_token_is_free_text(tokenizer):
+    """Qwen3 spells mistral's ``[TOOL_CALLS]`` in pieces, the first ``[T``: text may go on after it."""
+    with pytest.raises(ProcessorError, match=r"format 'mistral' .* '\[TOOL_CALLS\]' is 6 token\(s\) there \('\[T', "):
+        ToolCallLogitsProcessor(tokenizer, SEED_TOOLS, mode="strings", format="mistral", steer_to_blocks=True)
 
 
 # -- steering on the logits ----------------------------------------------------------------------------
@@ -264,7 +265,10 @@ def test_assistant_prefix_continues_inside_the_block(model, tokenizer):
 
 
 def test_an_impossible_assistant_prefix_is_refused(tokenizer):
-    with pytest.raises(ProcessorError, match=r"assistant_prefix 'Hello' is not a valid start of a turn"):
+    with pytest.raises(
+        ProcessorError,
+        match=r"assistant_prefix 'Hello' \(the text already in the assistant turn.*is not a valid start of a turn",
+    ):
         ToolCallLogitsProcessor(tokenizer, SEED_TOOLS, tool_choice="required", reasoning="disabled",
                                 assistant_prefix="Hello")  # fmt: skip
     with pytest.raises(ProcessorError, match="steer_to_blocks must be True or False"):

@@ -186,7 +186,6 @@ def _qwen35_encoder() -> Tokenizer:
     """Qwen3.5's tokenizer (converted once from the tiktoken file), only to encode fixtures without ids."""
     from tokenizers import Tokenizer
 
-
     return Tokenizer.from_file(str(qwen35_tokenizer_json()))
 
 

@@ -23,11 +23,9 @@ warns with :class:`TokenBudgetWarning` (see :meth:`ToolCallLogitsProcessor.gener
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import threading
 import warnings
-import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -36,13 +34,14 @@ import torch
 
 from toolgrammar.automata.nodes import DEAD
 from toolgrammar.errors import ProcessorError
+from toolgrammar.integrations.tokenizers import vocabulary_of
 from toolgrammar.runtime.closing import close_row, follow, log_sum, stop_ids
 from toolgrammar.runtime.cursor import Cursor
 from toolgrammar.runtime.masking import MaskApplier
 from toolgrammar.runtime.steering import CallPoints, call_openers, steer_row
+from toolgrammar.runtime.stops import StopRule, checked_stops, pool_stops, stop_rule
 from toolgrammar.runtime.token_grammar import TokenGrammar, token_grammar
 from toolgrammar.turn.grammar import compile_turn
-from toolgrammar.vocab import Vocabulary
 
 try:  # transformers is the point of this module, but keep the class importable for type checks
     from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
@@ -50,7 +49,6 @@ except ImportError:  # pragma: no cover
     LogitsProcessor = object  # type: ignore[assignment,misc]
     GenerationConfig = LogitsProcessorList = None  # type: ignore[assignment,misc]
 
-_vocabularies: dict[int, tuple[weakref.ref, Vocabulary]] = {}
 _PER_GENERATION = frozenset(
     {"cursors", "_fresh", "_steer_allowed", "_prev_ids", "_prev_host", "_owner", "_guard", "_applier", "_watch_overrun"}
 )
@@ -86,10 +84,11 @@ class TokenBudgetWarning(UserWarning):
     without a budget under a policy that forces a call, and a generation that asks for more tokens
     than ``max_new_tokens`` while a row is still writing its turn (warned at that step).
 
-    What cannot be: a generation stopped early by anything but its length limit (``stop_strings``,
-    ``max_time``, a stopping criterion of your own) or by the shorter budget of a loop that cannot
-    be read. A logits processor is called with the input ids and the scores only; it never sees
-    the step that does not come.
+    What cannot be: a generation stopped early by anything but its length limit (generate's own
+    ``stop_strings``, ``max_time``, a stopping criterion of your own) or by the shorter budget of a
+    loop that cannot be read. (Stops given to the processor, ``stop_strings`` and ``stop_token_ids``,
+    end the turn only where it may end: they cut nothing.) A logits processor is called with the
+    input ids and the scores only; it never sees the step that does not come.
     """
 
 
@@ -131,18 +130,13 @@ def _generate_budget(prompt_length: int) -> tuple[int | None, int]:
     return (budget if budget is not None and budget > 0 else None), max(level, 1)
 
 
-def vocabulary_of(tokenizer: Any) -> Vocabulary:
-    """The :class:`~toolgrammar.vocab.Vocabulary` of a transformers tokenizer, built once per tokenizer object."""
-    if isinstance(tokenizer, Vocabulary):
-        return tokenizer
-    key = id(tokenizer)
-    hit = _vocabularies.get(key)
-    if hit is not None and hit[0]() is tokenizer:
-        return hit[1]
-    vocab = Vocabulary.from_hf(tokenizer)
-    with contextlib.suppress(TypeError):  # not weak-referenceable: do not cache
-        _vocabularies[key] = (weakref.ref(tokenizer), vocab)
-    return vocab
+def _listed(value: Any) -> Any:
+    """A sequence as a list (a tuple, a range, an array or tensor of ids), for ``checked_stops``; else as given."""
+    if value is None or isinstance(value, str | bytes | Mapping):
+        return value
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return list(value) if isinstance(value, Sequence) else value
 
 
 def _under_way(cursor: Cursor) -> bool:
@@ -170,8 +164,10 @@ class ToolCallLogitsProcessor(LogitsProcessor):
     steer_to_blocks : bool, default: False
         At a call point (the start of the turn, just after the reasoning, just after a block), move the
         probability of tokens that open another call shape (a code fence, bare JSON) onto the block
-        opener, so a call the model meant to write in another shape becomes a real, checked block.
-        Every other token keeps its log-probability exactly; see :mod:`toolgrammar.runtime.steering`.
+        opener's first token, so a call the model meant to write in another shape becomes a real, checked
+        block. Every other token keeps its log-probability exactly; see :mod:`toolgrammar.runtime.steering`.
+        :class:`ProcessorError` where that token does not commit the turn to a block (free text may go on
+        after it: DeepSeek's DSML openers, gpt-oss; the table is in docs/policies.md#steering).
     steer_rows : sequence of bool | None, default: None
         With ``steer_to_blocks``: which rows of the batch may be steered (``None``: every row). Read
         when a generation starts, so it can be set per ``generate`` call (the attribute of the same
@@ -190,7 +186,19 @@ class ToolCallLogitsProcessor(LogitsProcessor):
     assistant_prefix : str, default: ""
         Text the prompt already put at the start of the assistant turn, after the generation prompt
         (a harness that pre-fills the block opener, ``"<tool_call>\\n"``): the grammar continues after
-        it. It must be a valid start of a turn under these options.
+        it. It must be a valid start of a turn under these options (:class:`ProcessorError` otherwise).
+    stop_strings : str | sequence of str | None, default: None
+        Stop strings honoured where the grammar allows the end of the turn, and nowhere else (give them
+        here, not to ``generate``, whose ``stop_strings`` would cut a call in the middle): in free text
+        under ``tool_choice="auto"``, after the calls under ``required`` or a named tool; never inside
+        a block or the reasoning part, where they are text like any other. There, a token that would
+        complete one (given the text written since the turn could last end) gives its probability to
+        the end-of-turn token the model rates highest (the log-sum-exp of their logits) and is masked:
+        the turn ends as often as a stop would have ended it, ends with the end-of-turn token, and the
+        stop's text is not written. Each 1 to 256 UTF-8 bytes, at most 64. See :mod:`toolgrammar.runtime.stops`.
+    stop_token_ids : sequence of int | None, default: None
+        Token ids honoured the same way: where the turn may end, their probability goes to the end of
+        the turn; elsewhere the grammar decides as for any token. At most 64, each an id of the tokenizer.
     **options :
         Grammar options (:class:`toolgrammar.turn.grammar.GrammarOptions`): ``format``, ``tool_choice``,
         ``parallel_tool_calls``, ``reasoning``, ``whitespace``, ``max_whitespace``,
@@ -216,6 +224,8 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         steer_rows: Sequence[bool] | None = None,
         close_on_stop: bool = True,
         assistant_prefix: str = "",
+        stop_strings: str | Sequence[str] | None = None,
+        stop_token_ids: Sequence[int] | None = None,
         **options: Any,
     ):
         if max_new_tokens is not None and (not isinstance(max_new_tokens, int) or max_new_tokens < 1):
@@ -227,16 +237,29 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         if not isinstance(assistant_prefix, str):
             raise ProcessorError(f"assistant_prefix must be a string, got {type(assistant_prefix).__name__}")
         self.vocab = vocabulary_of(tokenizer)
+        strings, ids = checked_stops(
+            _listed(stop_strings), _listed(stop_token_ids), self.vocab.n_tokens, where="ToolCallLogitsProcessor"
+        )
+        self.stop_strings: tuple[str, ...] = tuple(strings)
+        """The stop strings honoured where the turn may end (``stop_strings``, checked, duplicates dropped)."""
+        self.stop_token_ids: tuple[int, ...] = tuple(ids)
+        """The stop token ids honoured where the turn may end (sorted, duplicates dropped)."""
+        self._stops: StopRule | None = stop_rule(self.vocab, strings, ids)
+        self._end_ids = stop_ids(self.vocab)  # where a stop's probability goes: the best of them
         self.turn_grammar = compile_turn(tools, mode=mode, **options)
         self.grammar: TokenGrammar = token_grammar(self.turn_grammar, self.vocab)
         self.max_new_tokens = max_new_tokens
         self.assistant_prefix = assistant_prefix
         self._start_state = self.grammar.walk_text(assistant_prefix)
         if self._start_state == DEAD:
+            shown = assistant_prefix if len(assistant_prefix) <= 200 else "..." + assistant_prefix[-200:]
             raise ProcessorError(
-                f"assistant_prefix {assistant_prefix!r} is not a valid start of a turn under these options "
+                f"assistant_prefix {shown!r} (the text already in the assistant turn: a prefilled assistant "
+                f"message, or assistant_prefix) is not a valid start of a turn under these options "
                 f"(format {self.turn_grammar.options.format!r}, tool_choice {self.turn_grammar.options.tool_choice!r}, "
-                f"reasoning {self.turn_grammar.options.reasoning!r})"
+                f"reasoning {self.turn_grammar.options.reasoning!r}), so the grammar cannot continue it: end it "
+                "where a turn may go on (in free text, or inside a call that these tools allow, with the format's "
+                "markup and the tools' names and arguments), or give a tool_choice that allows it"
             )
         options_ = self.turn_grammar.options
         if max_new_tokens is not None and options_.tool_choice not in ("auto", "none"):
@@ -263,6 +286,11 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         self.steered_steps = 0
         """Rows x steps at which steering moved probability (for reports)."""
         self.reset()
+
+    @property
+    def start_state(self) -> int:
+        """The grammar state the turn starts from: the start, walked over ``assistant_prefix``."""
+        return self._start_state
 
     # -- copies --------------------------------------------------------------------------------
 
@@ -328,6 +356,7 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         self._closing: list[float] = []  # per row: the closing probability carried (close_on_stop)
         self._pending: list[tuple[int, float] | None] = []  # per row: this step's closer, q if it is taken
         self._row_stop_closes: list[int] = []
+        self._tails: list[bytes] = []  # per row: the free text since the turn could last end (stop_strings)
         self._prev_ids: torch.Tensor | None = None
         self._prev_host: Any = None  # the host path's numpy view of the last input (see _call_host_row)
         self._watch_overrun = False  # see _check_overrun
@@ -355,6 +384,7 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         self._closing = [0.0] * rows
         self._pending = [None] * rows
         self._row_stop_closes = [0] * rows
+        self._tails = [b""] * rows
         self.prompt_length = input_ids.shape[1]
         self._check_budget()
 
@@ -449,6 +479,11 @@ class ToolCallLogitsProcessor(LogitsProcessor):
             if closed:
                 self.stop_closes += 1
                 self._row_stop_closes[row] += 1
+        stops = self._stops
+        if stops is not None:  # the tail runs on only while the turn may end before and after the token
+            ends = self.grammar.eos_allowed
+            going = cursor.error is None and ends[before] and ends[cursor.state]
+            self._tails[row] = stops.extend(self._tails[row], token) if going else b""
         points = self._call_points
         if points is not None:
             allowed = self._steer_allowed[row]
@@ -506,6 +541,7 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         self._closing = [self._closing[p] for p in parents]
         self._pending = [self._pending[p] for p in parents]
         self._row_stop_closes = [self._row_stop_closes[p] for p in parents]
+        self._tails = [self._tails[p] for p in parents]
         return True
 
     # -- masking -----------------------------------------------------------------------------
@@ -557,6 +593,13 @@ class ToolCallLogitsProcessor(LogitsProcessor):
             got = self._applier.close(scores, close, stop, closers, [self._closing[r] for r in close])
             for r, pending in zip(close, got, strict=True):
                 self._pending[r] = pending
+        stops = self._stops
+        if stops is not None:
+            ends = self.grammar.eos_allowed
+            stop_at = [r for r in rows if ends[self.cursors[r].state]]
+            if stop_at:
+                banned = [stops.banned(self._tails[r]) for r in stop_at]
+                self._applier.pool_stops(scores, stop_at, banned, self._end_ids)
         if self._call_points is not None:
             steer = [r for r in rows if self._fresh[r]]
             if steer:
@@ -606,6 +649,9 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         self._applier.apply_host_row(sc[0], mask, n_tokens)
         if stop is not None:
             self._pending[0] = close_row(sc[0], stop, closers, self._closing[0])
+        stops = self._stops
+        if mask is not None and stops is not None and self.grammar.eos_allowed[cursor.state]:
+            pool_stops(sc[0], stops.banned(self._tails[0]), self._end_ids)
         if mask is not None and self._call_points is not None and self._fresh[0]:
             self.steered_steps += steer_row(sc[0], self._call_points.openers)
         return scores

@@ -11,8 +11,15 @@ vLLM import, so it is tested on its own and any OpenAI-compatible server can reu
   else the server's environment variable, else off. Two exist: steering (:data:`STEER_XARG`,
   :data:`STEER_ENV`; :mod:`toolgrammar.runtime.steering`) and lenient schema loading (:data:`LENIENT_XARG`,
   :data:`LENIENT_ENV`; ``load_tools(..., lenient=True)``).
+* :func:`assistant_prefill` finds the text a prefilled assistant message (``continue_final_message``)
+  already put into the turn, and :func:`check_admission` refuses, before the request runs, what the
+  constraint cannot answer right (a budget below the call the policy forces, ``min_tokens`` past the
+  end of the turn, ``ignore_eos``, ``include_stop_str_in_output``, a prefill the grammar cannot
+  continue), each with the parameter and the fix.
 * :class:`CallExtractor` turns a whole turn into ``(content, calls)``; :class:`StreamingCallExtractor`
-  does it incrementally and always adds up to the same result, for every chunking.
+  does it incrementally and always adds up to the same result, for every chunking. With a prefill,
+  both read the prefill and the continuation as one turn and return the continuation's content and the calls
+  whose blocks end in the continuation (a call the prefill opened and the model finished, not one wholly prefilled).
 
 What goes where. A valid block becomes a call; everything else stays in ``content``, verbatim: the
 reasoning part (``<think>...</think>``, which is where vLLM puts it when no reasoning parser is
@@ -27,16 +34,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from toolgrammar.automata.nodes import DEAD
 from toolgrammar.errors import GrammarError
 from toolgrammar.formats import get_format, registered_format
 from toolgrammar.formats.text import partial_suffix
 from toolgrammar.integrations.vllm import compile_spec
+from toolgrammar.runtime.stops import checked_stops
+from toolgrammar.runtime.token_grammar import TokenGrammar, token_grammar
 from toolgrammar.turn.parser import parse_turn
 
 if TYPE_CHECKING:
     from toolgrammar.formats.calls import ToolCall, TurnParse
     from toolgrammar.schema import ToolSet
     from toolgrammar.turn.grammar import TurnGrammar
+    from toolgrammar.vocab import Vocabulary
 
 
 def tool_choice_option(tool_choice: Any) -> str:
@@ -138,30 +149,163 @@ def compiled_turn(spec: dict[str, Any]) -> TurnGrammar:
     return compile_spec(spec)
 
 
-def _outside_valid_blocks(text: str, parsed: TurnParse) -> str:
-    pieces, at = [], 0
+def message_text(content: Any, *, where: str) -> str:
+    """A chat message's ``content`` as text: a string, or the text parts of a list of parts, joined."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence) and all(isinstance(part, Mapping) for part in content):
+        kinds = {part.get("type") for part in content}
+        if kinds <= {"text"}:
+            return "".join(str(part.get("text", "")) for part in content)
+    raise GrammarError(f"{where}: a prefilled assistant message must be text, got {content!r:.200}")
+
+
+def assistant_prefill(
+    tokenizer: Any,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    chat_template_kwargs: Mapping[str, Any] | None = None,
+    chat_template: str | None = None,
+) -> str:
+    """The text that a conversation ending in an assistant message puts into the assistant turn.
+
+    Rendered as the engine renders it (``continue_final_message``): the conversation before that message
+    with the generation prompt, then the whole conversation continuing the final message; the turn's
+    text is what the second adds to the first (Qwen3's template also writes the empty reasoning part
+    there). Where a template renders the two otherwise, the message's own text.
+    """
+    if not messages or messages[-1].get("role") != "assistant":
+        raise GrammarError("a prefill needs a conversation whose last message is the assistant's")
+    own = message_text(messages[-1].get("content"), where="messages[-1].content")
+    kwargs = dict(chat_template_kwargs or {})
+    if chat_template is not None:  # the request's own template, as the engine renders it with
+        kwargs["chat_template"] = chat_template
+    try:
+        head = tokenizer.apply_chat_template(
+            list(messages[:-1]), tools=tools, add_generation_prompt=True, tokenize=False, **kwargs
+        )
+        whole = tokenizer.apply_chat_template(
+            list(messages), tools=tools, continue_final_message=True, tokenize=False, **kwargs
+        )
+    except Exception:  # a template that cannot render the pieces: the message's own text is the turn's
+        return own
+    if isinstance(head, str) and isinstance(whole, str) and whole.startswith(head) and whole.endswith(own):
+        return whole[len(head) :]
+    return own
+
+
+def min_tokens_limit(grammar: TokenGrammar, start: int) -> int | None:
+    """The largest minimum length (``min_tokens``, ``min_new_tokens``) a turn from ``start`` can take safely.
+
+    An engine honours a minimum length by masking the end-of-turn tokens until that many tokens are
+    written; where a complete turn allows nothing but its end, nothing is left. A call may be complete
+    after fewer tokens than any bound computed ahead, so the only safe values are those that cannot
+    reach a complete call: 1 where the turn's first token may be something else than its end, 0 where
+    it may not. ``None`` (no limit) under ``tool_choice="none"``: free text can always go on.
+    """
+    if grammar.grammar.options.tool_choice == "none":
+        return None
+    return 1 if int(grammar.n_symbols[start]) > int(bool(grammar.eos_allowed[start])) else 0
+
+
+def check_admission(
+    spec: Mapping[str, Any],
+    vocab: Vocabulary,
+    *,
+    max_tokens: int | None,
+    min_tokens: int = 0,
+    ignore_eos: bool = False,
+    include_stop_str_in_output: bool = False,
+) -> None:
+    """Refuse (:class:`~toolgrammar.errors.GrammarError`, an HTTP 400 on the server) what a constrained turn
+    cannot answer right, before it runs; each message names the parameter and the fix.
+
+    * ``ignore_eos``: the model would write on past the end of its turn, where no grammar holds.
+    * ``include_stop_str_in_output``: it would put the end-of-turn token's text into ``content``.
+    * ``max_tokens`` below the tokens the shortest turn needs (only a policy that forces a call,
+      ``required`` or a named tool, needs any): the call would be cut.
+    * ``min_tokens`` above :func:`min_tokens_limit` (1; any under ``tool_choice="none"``): the model could
+      be held past the end of a complete turn.
+    * An ``assistant_prefix`` (a prefill) the grammar cannot continue, and stop token ids outside the vocabulary.
+    """
+    if ignore_eos:
+        raise GrammarError(
+            "ignore_eos=true with tools: the model would write on past the end of its turn, where no tool-call "
+            "grammar holds; remove ignore_eos (or send no tools)"
+        )
+    if include_stop_str_in_output:
+        raise GrammarError(
+            "include_stop_str_in_output=true with tools: the end-of-turn token's text would land in content, and a "
+            "stop ends the turn before its text is written (stops are honoured where the turn may end); remove "
+            "include_stop_str_in_output"
+        )
+    checked_stops(spec.get("stop"), spec.get("stop_token_ids"), vocab.n_tokens, where="the request")
+    grammar = token_grammar(compile_spec(dict(spec)), vocab)
+    prefix = spec.get("assistant_prefix", "")
+    start = grammar.walk_text(prefix) if prefix else grammar.start
+    if start == DEAD:
+        raise GrammarError(
+            f"the prefilled assistant message {prefix[-160:]!r} is not the start of a turn these tools and this "
+            f"tool_choice allow, so it cannot be continued: end it where a turn may go on (outside a tool call, or "
+            "inside one that the tools allow), or send it without continue_final_message"
+        )
+    need = int(grammar.dist[start])
+    choice = grammar.grammar.options.tool_choice
+    if max_tokens is not None and max_tokens < need:
+        raise GrammarError(
+            f"max_tokens={max_tokens} is too small for tool_choice={choice!r}: the shortest call these tools allow "
+            f"takes {need} tokens; raise max_tokens (or max_completion_tokens) to at least {need}, or use "
+            "tool_choice='auto'"
+        )
+    limit = min_tokens_limit(grammar, start)
+    if limit is not None and min_tokens > limit:
+        raise GrammarError(
+            f"min_tokens={min_tokens} with tools under tool_choice={choice!r}: vLLM hides the end of the turn until "
+            f"{min_tokens} tokens are written, and a turn whose call is complete sooner has nothing left to write but "
+            f"its end; use min_tokens of at most {limit}, or remove it"
+        )
+
+
+def _outside_valid_blocks(text: str, parsed: TurnParse, *, start: int = 0) -> str:
+    """``text`` from ``start`` on, less its valid blocks."""
+    pieces, at = [], start
     for block in parsed.blocks:
-        if block.call is not None:
-            pieces.append(text[at : block.start])
+        if block.call is not None and block.end > start:
+            pieces.append(text[at : max(block.start, at)])
             at = block.end
     pieces.append(text[at:])
     return "".join(pieces)
 
 
 class CallExtractor:
-    """A whole turn -> ``(content, calls)`` (see the module docstring for what stays in content)."""
+    """A whole turn -> ``(content, calls)`` (see the module docstring for what stays in content).
 
-    def __init__(self, tools: ToolSet, *, format: str = "hermes") -> None:
+    ``prefix``: the text a prefilled assistant message already put into the turn (:func:`assistant_prefill`);
+    the turn parsed is the prefix and the continuation; content comes from the continuation only, and so do the
+    calls (those whose blocks end after the prefix).
+    """
+
+    def __init__(self, tools: ToolSet, *, format: str = "hermes", prefix: str = "") -> None:
         self.tools = tools
         self.format = get_format(format)
+        self.prefix = prefix
 
     def parse(self, text: str) -> TurnParse:
         return parse_turn(text, self.tools, format=self.format)
 
     def extract(self, text: str) -> tuple[str | None, list[ToolCall]]:
-        parsed = self.parse(text)
-        content = _outside_valid_blocks(text, parsed).strip()
-        return content or None, list(parsed.tool_calls)
+        whole = self.prefix + text
+        parsed = self.parse(whole)
+        start = len(self.prefix)
+        content = _outside_valid_blocks(whole, parsed, start=start).strip()
+        # The calls the continuation wrote or finished: a block that ends inside the prefill is the client's own
+        # text, like the prefill's content. (Returning it too made the whole reply hold a call that the stream of
+        # the same turn never sends: StreamingCallExtractor starts after the prefill.)
+        calls = [block.call for block in parsed.blocks if block.call is not None and block.end > start]
+        return content or None, calls
 
 
 class StreamingCallExtractor:
@@ -175,12 +319,17 @@ class StreamingCallExtractor:
     Re-parsing happens only while a block is open: text with no opener in it passes straight through.
     """
 
-    def __init__(self, tools: ToolSet, *, format: str = "hermes") -> None:
+    def __init__(self, tools: ToolSet, *, format: str = "hermes", prefix: str = "") -> None:
         self._extractor = CallExtractor(tools, format=format)
         self._opener = self._extractor.format.markers.block_open
-        self._text = ""
-        self._pos = 0
+        self._text = prefix
+        self._pos = len(prefix)
         """Characters of the turn already emitted (as content or as a call)."""
+        # A prefill that ends inside the opener ("<tool_") opens a block too: the opener then straddles the
+        # emitted position, and a search of the new text alone would never find it (the stream used to send
+        # the whole call as content, where the non-streamed reply has it as a call).
+        self._prefilled_block = self._opener in prefix or partial_suffix(prefix, self._opener, 0) > 0
+        """The prefill opened a block, or began its opener (it may still be open): parse at every step."""
         self._started = False
         """Whether non-whitespace content has been emitted (leading whitespace is dropped)."""
         self._held_space = ""
@@ -195,9 +344,11 @@ class StreamingCallExtractor:
 
     def _advance(self, *, final: bool) -> tuple[str, list[ToolCall]]:
         text, start = self._text, self._pos
-        stop = len(text) - (0 if final else partial_suffix(text, self._opener, start))
+        # Text that may be the start of the opener waits; with a prefill that ends inside the opener that start lies
+        # before ``start``, and everything since waits (measured from ``start`` it would go out as content).
+        stop = len(text) if final else max(start, len(text) - partial_suffix(text, self._opener, 0))
         spans: list[tuple[int, int, ToolCall]] = []
-        if self._opener in text[start:]:
+        if self._prefilled_block or self._opener in text[start:]:
             parsed = self._extractor.parse(text)
             for block in parsed.blocks:
                 if block.end <= start:
@@ -237,4 +388,14 @@ class StreamingCallExtractor:
         return out
 
 
-__all__ = ["CallExtractor", "StreamingCallExtractor", "compiled_turn", "constraint_spec", "tool_choice_option"]
+__all__ = [
+    "CallExtractor",
+    "StreamingCallExtractor",
+    "assistant_prefill",
+    "check_admission",
+    "compiled_turn",
+    "constraint_spec",
+    "message_text",
+    "min_tokens_limit",
+    "tool_choice_option",
+]

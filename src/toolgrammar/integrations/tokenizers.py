@@ -5,11 +5,16 @@ packages ship: what ``model.generate``, chat templates and vLLM need beside the
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import weakref
 from typing import Any
 
+from toolgrammar.vocab import Vocabulary
 from toolgrammar.vocab.qwen import qwen3_tokenizer_json, qwen35_tokenizer_json
+
+_vocabularies: dict[int, tuple[weakref.ref, Vocabulary]] = {}
 
 
 @functools.cache
@@ -45,4 +50,18 @@ def load_qwen35_tokenizer() -> Any:
     )
 
 
-__all__ = ["load_qwen3_tokenizer", "load_qwen35_tokenizer"]
+def vocabulary_of(tokenizer: Any) -> Vocabulary:
+    """The :class:`~toolgrammar.vocab.Vocabulary` of a transformers tokenizer, built once per tokenizer object."""
+    if isinstance(tokenizer, Vocabulary):
+        return tokenizer
+    key = id(tokenizer)
+    hit = _vocabularies.get(key)
+    if hit is not None and hit[0]() is tokenizer:
+        return hit[1]
+    vocab = Vocabulary.from_hf(tokenizer)
+    with contextlib.suppress(TypeError):  # not weak-referenceable: do not cache
+        _vocabularies[key] = (weakref.ref(tokenizer), vocab)
+    return vocab
+
+
+__all__ = ["load_qwen3_tokenizer", "load_qwen35_tokenizer", "vocabulary_of"]

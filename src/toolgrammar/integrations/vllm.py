@@ -51,7 +51,9 @@ Error policy
     when something else changed its logits: ``min_tokens``, a thinking budget) or whose tokens are
     unknown goes into a sticky error state, is left unconstrained and is logged. A ``max_tokens``
     below what the policy's first call needs (``required`` or a named tool with a tiny budget) is
-    logged as a warning: the engine then heads for the end as fast as it can, but that call can be cut.
+    logged as a warning: the engine then heads for the end as fast as it can, but that call can be cut
+    (the server's front end refuses such a request with an HTTP 400, as it refuses ``min_tokens``,
+    ``ignore_eos`` and ``include_stop_str_in_output`` with tools, and a prefill the grammar cannot continue).
 
 Hot path: per step, each constrained row catches up with its new output tokens (O(new tokens)),
 reads its cached mask, and :class:`toolgrammar.runtime.masking.MaskApplier` (shared with the transformers
@@ -69,15 +71,17 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from toolgrammar.automata.nodes import DEAD
 from toolgrammar.errors import GrammarError, ProcessorError, ToolgrammarError
 from toolgrammar.formats import registered_format
 from toolgrammar.formats.options import GrammarOptions
 from toolgrammar.runtime.closing import close_row, follow, log_sum, stop_ids
 from toolgrammar.runtime.cursor import Cursor
 from toolgrammar.runtime.steering import CallPoints, call_openers, steer_row
+from toolgrammar.runtime.stops import StopRule, checked_stops, pool_stops, stop_rule
 from toolgrammar.runtime.token_grammar import token_grammar
 from toolgrammar.schema import load_tools_lenient
 from toolgrammar.turn.grammar import TurnGrammar, compile_turn
@@ -105,14 +109,17 @@ EXTRA_ARGS_KEY = "toolgrammar"
 ENTRY_POINT = "toolgrammar.integrations.vllm:VllmToolCallLogitsProcessor"
 """What to pass to ``--logits-processors`` / ``LLM(logits_processors=[...])``."""
 
-PROCESSOR_KEYS = ("close_on_stop", "steer_to_blocks")
+PROCESSOR_KEYS = ("close_on_stop", "steer_to_blocks", "assistant_prefix", "stop", "stop_token_ids")
 """Spec keys that set the processor's behaviour for the request, not its grammar."""
 
 SPEC_KEYS = ("tools", "mode", "lenient", *GrammarOptions.__dataclass_fields__, *PROCESSOR_KEYS)
 """Keys a request's ``extra_args["toolgrammar"]`` may hold: ``tools`` (required), ``mode``, ``lenient``
 (default ``False``: load the tools as ``load_tools(..., lenient=True)`` does, each change logged), the grammar
-options, ``close_on_stop`` (route 2 only; default ``True``, see :mod:`toolgrammar.runtime.closing`) and
-``steer_to_blocks`` (route 2 only; default ``False``, see :mod:`toolgrammar.runtime.steering`)."""
+options, ``close_on_stop`` (route 2 only; default ``True``, see :mod:`toolgrammar.runtime.closing`),
+``steer_to_blocks`` (route 2 only; default ``False``, see :mod:`toolgrammar.runtime.steering`),
+``assistant_prefix`` (the text a prefilled assistant message already put into the turn: the grammar
+continues after it) and ``stop`` / ``stop_token_ids`` (stops honoured where the turn may end, see
+:mod:`toolgrammar.runtime.stops`; give them here instead of in ``SamplingParams``, which would cut calls)."""
 
 
 # ================================================================================================
@@ -179,11 +186,19 @@ def _normalize_spec(raw: Any) -> dict[str, Any]:
         )
     if "tools" not in raw:
         raise GrammarError(f"extra_args[{EXTRA_ARGS_KEY!r}] needs 'tools' (the OpenAI tool list)")
-    for key in ("lenient", *PROCESSOR_KEYS):
+    for key in ("lenient", "close_on_stop", "steer_to_blocks"):
         if key in raw and not isinstance(raw[key], bool):
             raise GrammarError(f"extra_args[{EXTRA_ARGS_KEY!r}][{key!r}] must be true or false, got {raw[key]!r}")
+    if "assistant_prefix" in raw and not isinstance(raw["assistant_prefix"], str):
+        raise GrammarError(
+            f"extra_args[{EXTRA_ARGS_KEY!r}]['assistant_prefix'] must be a string, got {raw['assistant_prefix']!r:.100}"
+        )
+    if "stop" in raw or "stop_token_ids" in raw:
+        try:
+            checked_stops(raw.get("stop"), raw.get("stop_token_ids"), 1 << 31, where=f"extra_args[{EXTRA_ARGS_KEY!r}]")
+        except ProcessorError as error:
+            raise GrammarError(str(error)) from error
     if "format" in raw:  # data from a request: it selects a registered format, it never names code to import
-
         registered_format(raw["format"], where=f"extra_args[{EXTRA_ARGS_KEY!r}]['format']")
     return dict(raw)
 
@@ -239,11 +254,14 @@ class _Compiled:
 
     grammar: TokenGrammar
     block_open: str
-    """The format's block opener (what steering pools onto)."""
+    """The format's block opener (steering pools onto its first token)."""
     points: CallPoints | None = None
     """Built on the first request that steers (``steer_to_blocks``)."""
     unsteerable: bool = False
-    """The vocabulary has no single token for ``block_open``: requests are masked, not steered."""
+    """Steering was refused for this grammar (the opener's first token does not commit the turn to a
+    block, see :class:`~toolgrammar.runtime.steering.CallPoints`): requests are masked, not steered."""
+    starts: dict[str, int] = field(default_factory=dict)
+    """The state after each ``assistant_prefix`` seen (the last 64)."""
 
 
 @dataclass
@@ -252,9 +270,18 @@ class _Row:
 
     cursor: Cursor
     output_ids: list[int]
-    """vLLM's own running list of the request's output token ids (a reference: it grows in place)."""
+    """vLLM's own running list of the request's output token ids (a reference: it grows in place, and
+    vLLM may also trim it in place: a failed KV load, a speculative-decoding correction)."""
+    params: Any = None
+    """The request's ``SamplingParams`` (the same object when vLLM re-adds a preempted request)."""
+    seen: list[int] = field(default_factory=list)
+    """The tokens the cursor consumed, in order (to notice ``output_ids`` changing under it)."""
     consumed: int = 0
     """How many of ``output_ids`` the cursor has consumed."""
+    stops: StopRule | None = None
+    """The request's stop strings and stop token ids (:mod:`toolgrammar.runtime.stops`)."""
+    tail: bytes = b""
+    """The end of the text written since the turn could last end (what a stop string may complete)."""
     close_on_stop: bool = True
     closing: float = 0.0
     """The closing probability carried (``close_on_stop``; see :mod:`toolgrammar.runtime.closing`)."""
@@ -265,6 +292,14 @@ class _Row:
     fresh: bool = False
     """At a call point now (``steer_to_blocks``; see :mod:`toolgrammar.runtime.steering`)."""
 
+
+_MAX_PARKED = 256
+"""Removed rows kept for a preempted request's return."""
+_MAX_LOGGED = 256
+"""Distinct log-once keys remembered."""
+_CHECKED_TAIL = 8
+"""How many of a row's last consumed tokens are compared with vLLM's output at each step: vLLM changes a
+request's output only at its end (a speculative-decoding correction) or by trimming it (a failed KV load)."""
 
 _live: weakref.WeakSet[VllmToolCallLogitsProcessor] = weakref.WeakSet()
 _live_lock = threading.Lock()
@@ -280,8 +315,8 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
     ``max_whitespace``, ``escape_markers``, ``after_calls``), ``close_on_stop`` (default ``True``: a
     stop where the block's call is complete closes the block, as in the transformers processor; see
     :mod:`toolgrammar.runtime.closing`) and ``steer_to_blocks`` (default ``False``: at a call point the
-    probability of tokens that open a fenced or bare-JSON call moves onto the block opener, as in the
-    transformers processor; see :mod:`toolgrammar.runtime.steering`). Other requests are untouched.
+    probability of tokens that open a fenced or bare-JSON call moves onto the block opener's first
+    token, as in the transformers processor; see :mod:`toolgrammar.runtime.steering`). Other requests are untouched.
 
     One instance per engine, built by vLLM (``__init__(vllm_config, device, is_pin_memory)``). The
     tokenizer's vocabulary is read on the first toolgrammar request (about a second for Qwen3's
@@ -291,12 +326,17 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
     Notes
     -----
     Not argmax-invariant (it changes greedy picks), so vLLM applies it before penalties and
-    temperature. Penalties and ``logit_bias`` cannot undo a ``-inf``. ``min_tokens`` can conflict
-    with a turn that the grammar says is finished (vLLM then bans the only allowed token); do not
-    combine them. Without the tool-parser plugin, the server's own ``tool_choice="required"``/named
-    tool choice also constrains (vLLM attaches a JSON-array schema): send ``tool_choice="auto"`` to
-    vLLM and put the policy in the toolgrammar spec instead; with the plugin
-    (:mod:`toolgrammar.integrations.vllm_tool_parser`) the request's own ``tool_choice`` is the policy.
+    temperature. Penalties and ``logit_bias`` cannot undo a ``-inf``. ``min_tokens`` and
+    ``ignore_eos`` conflict with a turn that the grammar says is finished (vLLM then bans the only
+    allowed token), and ``SamplingParams.stop`` / ``stop_token_ids`` would cut calls: give stops in the
+    spec instead (``"stop"``, ``"stop_token_ids"``), where they are honoured where the turn may end. The
+    tool-parser plugin does all this for a server's requests and refuses the rest (HTTP 400). vLLM may
+    preempt a request and add it back, or trim its output in place: the row's state follows (a parked row
+    is taken back; a shrunk output is rewound and replayed). Without the tool-parser plugin, the
+    server's own ``tool_choice="required"``/named tool choice also constrains (vLLM attaches a
+    JSON-array schema): send ``tool_choice="auto"`` to vLLM and put the policy in the toolgrammar spec
+    instead; with the plugin (:mod:`toolgrammar.integrations.vllm_tool_parser`) the request's own
+    ``tool_choice`` is the policy.
     """
 
     def __init__(self, vllm_config: Any, device: Any, is_pin_memory: bool):
@@ -312,7 +352,10 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
         self._vocab: Vocabulary | None = None
         self._vocab_error: str | None = None
         self._grammars: dict[str, _Compiled] = {}
-        self._logged: set[str] = set()
+        self._logged: OrderedDict[str, None] = OrderedDict()
+        self._parked: OrderedDict[int, _Row] = OrderedDict()  # removed rows, by id(row): see _park, _unpark
+        self.n_rewinds = 0
+        """Rows rewound because vLLM trimmed or replaced output tokens they had consumed."""
         self.n_requests = 0
         self.n_errors = 0
         self.stop_closes = 0
@@ -351,21 +394,56 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
     def update_state(self, batch_update: BatchUpdate | None) -> None:
         if batch_update is None or not self.active:
             return
+        # vLLM lists in `removed` only the slots it leaves empty: a removed request whose slot an added
+        # request or a one-way move (condensing the batch) fills again is replaced there unannounced. So
+        # the row an add or a one-way move overwrites is parked too (or a preempted request would come
+        # back as a new one), and the added requests look for their parked rows only once the whole
+        # update is in: a request may leave one slot and come back to another in the same update.
         for index in batch_update.removed:
-            self.rows.pop(index, None)
+            self._park(self.rows.pop(index, None))
+        added: dict[int, tuple[Any, list[int] | None, list[int]]] = {}
         for index, params, prompt_ids, output_ids in batch_update.added:
-            row = self._new_row(params, prompt_ids, output_ids)
-            if row is None:
-                self.rows.pop(index, None)
-            else:
-                self.rows[index] = row
+            self._park(self.rows.pop(index, None))
+            added[index] = (params, prompt_ids, output_ids)
         for a, b, direction in batch_update.moved:
-            row_a = self.rows.pop(a, None)
-            row_b = self.rows.pop(b, None)
-            if row_a is not None:
-                self.rows[b] = row_a
-            if row_b is not None and direction == MoveDirectionality.SWAP:
-                self.rows[a] = row_b
+            swap = direction == MoveDirectionality.SWAP
+            self._park(_move(self.rows, a, b, swap))
+            _move(added, a, b, swap)
+        for index, (params, prompt_ids, output_ids) in added.items():
+            row = self._unpark(params, output_ids)
+            if row is not None:
+                row.output_ids = output_ids  # a preempted request back: its state goes on (catch-up rewinds if needed)
+            else:
+                row = self._new_row(params, prompt_ids, output_ids)
+            if row is not None:
+                self.rows[index] = row
+
+    def _park(self, row: _Row | None) -> None:
+        """Keep a removed row a while: vLLM removes a preempted (or unscheduled) request and adds it back later."""
+        if row is None or row.params is None:
+            return
+        self._parked[id(row)] = row
+        while len(self._parked) > _MAX_PARKED:
+            self._parked.popitem(last=False)
+
+    def _unpark(self, params: Any, output_ids: list[int]) -> _Row | None:
+        """The parked row of a request vLLM adds back (the same ``SamplingParams`` object), or ``None``.
+
+        vLLM hands one ``SamplingParams`` object to all the samples of an ``n > 1`` request without a
+        seed (its child requests), so that object alone may not say which row is the request's: its
+        output list does (the same list object; under async scheduling a resumed request with output
+        gets a new list, which starts with the tokens its row consumed). A row that fits neither is
+        left parked: the request starts over as a new row, which follows its whole output."""
+        mine = [row for row in self._parked.values() if row.params is params]
+        if not mine:
+            return None
+        row = next((r for r in mine if r.output_ids is output_ids), None)
+        if row is None and output_ids:  # (a new request has no output yet: it never takes a parked row here)
+            fits = [r for r in mine if output_ids[: len(r.seen)] == r.seen]
+            row = max(fits, key=lambda r: len(r.seen), default=None)
+        if row is not None:
+            del self._parked[id(row)]
+        return row
 
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
         if not self.rows or not self.active:
@@ -376,6 +454,8 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
         close_at: list[int] = []
         closers: list[np.ndarray] = []
         steer: list[tuple[int, CallPoints]] = []  # rows at a call point (steer_to_blocks)
+        stop_at: list[int] = []  # rows where the turn may end and a stop would end it (stop, stop_token_ids)
+        stop_banned: list[np.ndarray] = []
         n_tokens = 0
         for index, row in self.rows.items():
             if index >= logits.shape[0]:
@@ -386,7 +466,8 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
                 continue  # finished, or in error: unconstrained
             rows.append(index)
             masks.append(mask)
-            n_tokens = row.cursor.grammar.table.n_tokens
+            grammar = row.cursor.grammar
+            n_tokens = grammar.table.n_tokens
             if row.fresh and row.points is not None:
                 steer.append((index, row.points))
             if row.close_on_stop:
@@ -395,7 +476,10 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
                     closing_rows.append(row)
                     close_at.append(index)
                     closers.append(ids)
-        stops = stop_ids(self.vocabulary()) if closing_rows else None
+            if row.stops is not None and grammar.eos_allowed[row.cursor.state]:
+                stop_at.append(index)
+                stop_banned.append(row.stops.banned(row.tail))
+        stops = stop_ids(self.vocabulary()) if closing_rows or stop_at else None
         if len(rows) == 1 and logits.device.type == "cpu" and logits.dtype == _float32() and logits.is_contiguous():
             # One row on the host: one numpy write through a view (the transformers adapter's fast path).
             view = logits[rows[0]].numpy()
@@ -403,15 +487,19 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
             self.applier.apply_host_row(view, masks[0], n_tokens)
             if stop is not None:
                 closing_rows[0].pending = close_row(view, stop, closers[0], closing_rows[0].closing)
+            if stop_at:
+                pool_stops(view, stop_banned[0], stops)
             if steer:
                 self.steered_steps += steer_row(view, steer[0][1].openers)
         elif rows:
-            stop_at = self.applier.stop_logits(logits, close_at, stops) if closing_rows else None
+            stop_logits = self.applier.stop_logits(logits, close_at, stops) if closing_rows else None
             self.applier.apply(logits, rows, masks, n_tokens)
-            if stop_at is not None:
-                got = self.applier.close(logits, close_at, stop_at, closers, [r.closing for r in closing_rows])
+            if stop_logits is not None:
+                got = self.applier.close(logits, close_at, stop_logits, closers, [r.closing for r in closing_rows])
                 for row, pending in zip(closing_rows, got, strict=True):
                     row.pending = pending
+            if stop_at:
+                self.applier.pool_stops(logits, stop_at, stop_banned, stops)
             if steer:
                 self._steer(logits, steer)
         return logits
@@ -445,6 +533,12 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
             )
         try:
             compiled = self._compiled(spec)
+            start = self._start(compiled, spec.get("assistant_prefix", ""))
+            vocab = self.vocabulary()
+            strings, ids = checked_stops(
+                spec.get("stop"), spec.get("stop_token_ids"), vocab.n_tokens, where="the request's toolgrammar spec"
+            )
+            stops = stop_rule(vocab, strings, ids)
         except ToolgrammarError as error:
             self.n_errors += 1
             self._log_once(f"compile:{error}", f"toolgrammar: request left unconstrained: {error}")
@@ -455,10 +549,11 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
             budget = room if budget is None else min(budget, room)
 
         grammar = compiled.grammar
-        cursor = Cursor(grammar, budget if budget is None or budget >= 1 else 1)
-        need = int(grammar.dist[grammar.start])
+        cursor = Cursor(grammar, budget if budget is None or budget >= 1 else 1, start=start)
+        need = int(grammar.dist[start])
         if cursor.max_tokens is not None and cursor.max_tokens < need:
             # Only a policy that forces a call (required, a named tool) needs tokens before the turn may end.
+            # The server's front end refuses such a request; this is the offline route, or a context too short.
             self._log_once(
                 f"budget:{need}:{cursor.max_tokens}",
                 f"toolgrammar: max_tokens={cursor.max_tokens} is below the {need} tokens this policy may need for its "
@@ -467,47 +562,108 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
             )
         points = self._call_points(compiled) if spec.get("steer_to_blocks", False) else None
         fresh = points is not None and points.initial(cursor.state)
-        return _Row(cursor, output_ids, close_on_stop=spec.get("close_on_stop", True), points=points, fresh=fresh)
+        return _Row(
+            cursor,
+            output_ids,
+            params=params,
+            stops=stops,
+            close_on_stop=spec.get("close_on_stop", True),
+            points=points,
+            fresh=fresh,
+        )
+
+    def _start(self, compiled: _Compiled, prefix: str) -> int:
+        """The state after ``assistant_prefix`` (the start state when there is none)."""
+        if not prefix:
+            return compiled.grammar.start
+        state = compiled.starts.get(prefix)
+        if state is None:
+            state = compiled.grammar.walk_text(prefix)
+            if state == DEAD:
+                raise GrammarError(
+                    f"the assistant prefill {prefix[-120:]!r} is not the start of a turn this grammar allows, so the "
+                    "turn cannot be continued from it"
+                )
+            if len(compiled.starts) >= _MAX_TURNS:
+                compiled.starts.pop(next(iter(compiled.starts)))
+            compiled.starts[prefix] = state
+        return state
 
     def _catch_up(self, row: _Row) -> None:
-        """Feed the cursor the tokens vLLM appended to the request's output since the last step."""
+        """Feed the cursor the tokens vLLM appended to the request's output since the last step.
+
+        vLLM may also have trimmed the output in place, or replaced its last tokens: then the row is
+        rewound to what the output and the tokens consumed still share, and follows from there."""
+        ids = row.output_ids
+        done = row.consumed
+        if done:
+            window = min(done, _CHECKED_TAIL)
+            if len(ids) < done or ids[done - window : done] != row.seen[done - window : done]:
+                self._rewind(row)
+        self._consume(row, row.consumed, len(ids), count=True)
+
+    def _rewind(self, row: _Row) -> None:
+        """Start the row over and replay the part of its output it had already consumed that is still there."""
+        ids, seen = row.output_ids, row.seen
+        common = 0
+        limit = min(len(ids), len(seen))
+        while common < limit and ids[common] == seen[common]:
+            common += 1
+        cursor = row.cursor
+        cursor.reset()
+        row.seen, row.consumed, row.tail = [], 0, b""
+        row.closing, row.pending = 0.0, None
+        row.fresh = row.points is not None and row.points.initial(cursor.state)
+        self.n_rewinds += 1
+        self._consume(row, 0, common, count=False)
+
+    def _consume(self, row: _Row, begin: int, end: int, *, count: bool) -> None:
+        """Advance the row over ``output_ids[begin:end]``; ``count``: errors and closes go into the stats
+        (not when a rewind replays tokens already counted)."""
         ids = row.output_ids
         cursor = row.cursor
-        while row.consumed < len(ids):
+        grammar = cursor.grammar
+        for position in range(begin, end):
+            token = ids[position]
+            row.seen.append(token)
+            row.consumed = position + 1
             if cursor.error is not None:  # sticky: the row stays unconstrained
-                row.consumed = len(ids)
-                return
-            token = ids[row.consumed]
+                continue
             before = cursor.state
             if token < 0:
-                cursor.error = f"placeholder token id {token} at output position {row.consumed}"
-                self.n_errors += 1
-                self._log_once(
-                    "placeholder",
-                    "toolgrammar: vLLM handed over placeholder token ids (async scheduling); the row is left "
-                    f"unconstrained. Start vLLM with --logits-processors {ENTRY_POINT} or --no-async-scheduling",
-                )
+                cursor.error = f"placeholder token id {token} at output position {position}"
+                if count:
+                    self.n_errors += 1
+                    self._log_once(
+                        "placeholder",
+                        "toolgrammar: vLLM handed over placeholder token ids (async scheduling); the row is left "
+                        f"unconstrained. Start vLLM with --logits-processors {ENTRY_POINT} or --no-async-scheduling",
+                    )
                 continue
-            if not cursor.advance(token):
+            if not cursor.advance(token) and count:
                 self.n_errors += 1
                 self._log_once(
                     "rejected",
                     f"toolgrammar: a sampled token left the grammar ({cursor.error}); the row is left unconstrained. "
                     "Something else changed the row's logits (min_tokens, a thinking budget, another processor)",
                 )
-            self._follow_close(row, token)
+            self._follow_close(row, token, count=count)
+            if row.stops is not None:
+                after = cursor.state
+                ending = cursor.error is None and grammar.eos_allowed[before] and grammar.eos_allowed[after]
+                row.tail = row.stops.extend(row.tail, token) if ending else b""
             if row.points is not None:
                 row.fresh = cursor.error is None and row.points.update(row.fresh, before, token, cursor.state)
-            row.consumed += 1
 
-    def _follow_close(self, row: _Row, token: int) -> None:
+    def _follow_close(self, row: _Row, token: int, *, count: bool = True) -> None:
         """Carry or end a close decision once ``token`` is consumed (:func:`toolgrammar.runtime.closing.follow`)."""
         if row.pending is None:
             row.closing = 0.0
             return
         row.closing, closed = follow(row.pending, token, row.cursor.in_block, row.cursor.error is None)
         row.pending = None
-        self.stop_closes += closed
+        if count:
+            self.stop_closes += closed
 
     # -- grammar and vocabulary ----------------------------------------------------------------------
 
@@ -528,16 +684,16 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
     def _call_points(self, compiled: _Compiled) -> CallPoints | None:
         """Where a block may open in the grammar, built on the first request that steers.
 
-        ``None``, logged once, when the vocabulary has no single token for the format's block opener:
-        the request is then masked as usual, not steered."""
+        ``None``, logged once, where steering is refused for the grammar (the block opener's first token
+        in this vocabulary does not commit the turn to a block: free text may go on after it, as after
+        the ``<`` of DeepSeek's DSML openers): the request is then masked as usual, not steered."""
         if compiled.points is None and not compiled.unsteerable:
             try:
-                openers = call_openers(self.vocabulary(), compiled.block_open)
+                compiled.points = CallPoints(compiled.grammar, call_openers(self.vocabulary(), compiled.block_open))
             except ToolgrammarError as error:
                 compiled.unsteerable = True
-                self._log_once(f"steer:{compiled.block_open}", f"toolgrammar: request masked but not steered: {error}")
+                self._log_once(f"steer:{error}", f"toolgrammar: request masked but not steered: {error}")
                 return None
-            compiled.points = CallPoints(compiled.grammar, openers)
         return compiled.points
 
     def vocabulary(self) -> Vocabulary:
@@ -571,22 +727,41 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
         return vocab
 
     def _log_once(self, key: str, message: str, level: int = logging.ERROR) -> None:
-        if key not in self._logged:
-            self._logged.add(key)
-            logger.log(level, message)
+        """Log ``message`` the first time ``key`` is seen; the last 256 keys are remembered."""
+        if key in self._logged:
+            self._logged.move_to_end(key)
+            return
+        self._logged[key] = None
+        while len(self._logged) > _MAX_LOGGED:
+            self._logged.popitem(last=False)
+        logger.log(level, message)
 
     # -- reporting ------------------------------------------------------------------------------------
 
     def stats(self) -> dict[str, int]:
-        """Counters for logs and tests: requests seen, rows tracked now, errors, blocks ``close_on_stop`` closed,
-        rows x steps steered (``steer_to_blocks``)."""
+        """Counters for logs and tests: requests seen (a preempted request that comes back counts once), rows
+        tracked now, errors, blocks ``close_on_stop`` closed, rows x steps steered (``steer_to_blocks``), rows
+        rewound because vLLM trimmed their output."""
         return {
             "requests": self.n_requests,
             "rows": len(self.rows),
             "errors": self.n_errors,
             "stop_closes": self.stop_closes,
             "steered_steps": self.steered_steps,
+            "rewinds": self.n_rewinds,
         }
+
+
+def _move(slots: dict[int, Any], a: int, b: int, swap: bool) -> Any:
+    """Move slot ``a``'s entry to ``b`` (``swap``: exchange the two); returns what a one-way move overwrote."""
+    item_a, item_b = slots.pop(a, None), slots.pop(b, None)
+    if item_a is not None:
+        slots[b] = item_a
+    if not swap:
+        return item_b
+    if item_b is not None:
+        slots[a] = item_b
+    return None
 
 
 def _float32() -> Any:

@@ -122,11 +122,12 @@ class MaskApplier:
             row[m.allowed] = kept
 
     def steer(self, logits: torch.Tensor, rows: Sequence[int], openers: CallOpeners) -> int:
-        """Pool the other-shape openers' probability onto the block opener in rows ``rows`` (masked already).
+        """Pool the other-shape openers' probability onto the steering token (the block opener's first
+        token, ``openers.block_opener``) in rows ``rows`` (masked already).
 
-        The block opener's logit becomes the log-sum-exp of its own and the openers' logits, which are
+        The steering token's logit becomes the log-sum-exp of its own and the openers' logits, which are
         set to ``-inf``; every other logit is left as it is, so every other token keeps its
-        log-probability exactly. A row whose block opener is masked, or whose openers all are, is
+        log-probability exactly. A row whose steering token is masked, or whose openers all are, is
         left unchanged. Returns how many rows were changed. See :mod:`toolgrammar.runtime.steering`.
         """
         if not rows:
@@ -150,6 +151,54 @@ class MaskApplier:
         logits[index, openers.block_opener] = total
         logits[index.unsqueeze(1), pooled_ids[1:].unsqueeze(0)] = NEG_INF
         return len(index)
+
+    def pool_stops(
+        self, logits: torch.Tensor, rows: Sequence[int], banned: Sequence[np.ndarray], ends: np.ndarray
+    ) -> None:
+        """:func:`toolgrammar.runtime.stops.pool_stops` on masked rows ``rows`` of ``logits``, on the device.
+
+        Per row, the stop tokens ``banned[i]`` give their probability to the end-of-turn token (of
+        ``ends``) with the highest logit, and are masked. One gather, one log-sum-exp and two writes for
+        the batch; nothing is read back to the host. A row whose end-of-turn tokens are all masked
+        (never the case where the turn may end) is left unchanged.
+        """
+        live = [i for i, ids in enumerate(banned) if len(ids)]
+        if not live:
+            return
+        device = logits.device
+        width = logits.shape[1]
+        ends_t = self.const(ends, device)
+        index = torch.tensor([rows[i] for i in live], device=device)
+        end_logits = logits.index_select(0, index).index_select(1, ends_t)
+        best = ends_t[end_logits.argmax(dim=1)]  # per row, its best end-of-turn id
+        lengths = [len(banned[i]) for i in live]
+        flat_ids = torch.from_numpy(np.concatenate([banned[i] + rows[i] * width for i in live])).to(
+            device, non_blocking=True
+        )
+        flat = logits.reshape(-1) if logits.is_contiguous() else None
+        values = (
+            flat.index_select(0, flat_ids)
+            if flat is not None
+            else torch.cat([logits[rows[i]].index_select(0, _device_ids(banned[i], device)) for i in live])
+        )
+        owner = torch.repeat_interleave(torch.arange(len(live), device=device), torch.tensor(lengths, device=device))
+        top = end_logits.max(dim=1).values.double()
+        # A row's log-sum-exp over its banned values and its best end, shifted by the row's largest of them.
+        shift = top.clone().scatter_reduce_(0, owner, values.double(), reduce="amax")
+        shift = torch.where(torch.isfinite(shift), shift, torch.zeros_like(shift))
+        sums = torch.zeros(len(live), dtype=torch.float64, device=device)
+        sums.index_add_(0, owner, torch.exp(values.double() - shift[owner]))
+        total = shift + torch.log(sums + torch.exp(top - shift))
+        go = top > NEG_INF
+        new = torch.where(go, total, top).to(logits.dtype)
+        logits[index, best] = new
+        if flat is not None:
+            keep = go[owner]
+            flat.index_fill_(0, flat_ids[keep], NEG_INF)
+        else:
+            for k, i in enumerate(live):
+                if bool(go[k]):
+                    logits[rows[i]].index_fill_(0, _device_ids(banned[i], device), NEG_INF)
 
     def stop_logits(self, logits: torch.Tensor, rows: Sequence[int], ids: np.ndarray) -> torch.Tensor:
         """Per row of ``rows``: the log-sum-exp of its logits at ``ids`` (the stop tokens), before masking (float64)."""
@@ -213,3 +262,8 @@ class MaskApplier:
                 write_values, dtype=logits.dtype, device=device
             )
         return out
+
+
+def _device_ids(ids: np.ndarray, device: torch.device) -> torch.Tensor:
+    """A copy of ``ids`` on ``device`` (the cached id arrays are read-only, which ``torch.from_numpy`` warns about)."""
+    return torch.as_tensor(np.array(ids, dtype=np.int64)).to(device)

@@ -196,8 +196,6 @@ def compile_turn(tools: object, *, mode: str = "schema", cache: bool = True, **o
     return grammar
 
 
-
-
 def turn_node(tools: ToolSet, options: GrammarOptions, fmt: ToolCallFormat) -> Node:
     """The expression tree of a whole turn (see the module docstring for its shape).
 
