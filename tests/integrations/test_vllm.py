@@ -88,19 +88,23 @@ TEXTS = (
     *BAD_BLOCKS,
     *("x" + b for b in BAD_BLOCKS),
 )
-OPTION_SETS = [
-    pytest.param(
-        {"tool_choice": c, "parallel_tool_calls": p, "reasoning": r, "after_calls": a},
-        id=f"{c}-{'par' if p else 'one'}-{r}-{a}",
-    )
-    for c in ("auto", "required", "none", "read_file")
-    for p in (True, False)
-    for r in ("enabled", "disabled", "prefilled")
-    for a in ("end", "text")
-] + [pytest.param({"whitespace": "flexible", "max_whitespace": 2}, id="flexible")] + [
-    pytest.param({"tool_choice": "required", "prose_first": True, "reasoning": r}, id=f"required-prose-first-{r}")
-    for r in ("enabled", "disabled", "prefilled")
-]
+OPTION_SETS = (
+    [
+        pytest.param(
+            {"tool_choice": c, "parallel_tool_calls": p, "reasoning": r, "after_calls": a},
+            id=f"{c}-{'par' if p else 'one'}-{r}-{a}",
+        )
+        for c in ("auto", "required", "none", "read_file")
+        for p in (True, False)
+        for r in ("enabled", "disabled", "prefilled")
+        for a in ("end", "text")
+    ]
+    + [pytest.param({"whitespace": "flexible", "max_whitespace": 2}, id="flexible")]
+    + [
+        pytest.param({"tool_choice": "required", "prose_first": True, "reasoning": r}, id=f"required-prose-first-{r}")
+        for r in ("enabled", "disabled", "prefilled")
+    ]
+)
 
 
 @pytest.mark.parametrize("options", OPTION_SETS)
@@ -637,6 +641,620 @@ def test_steering_a_format_whose_opener_is_not_one_token_masks_and_logs(caplog: 
 
 
 # ------------------------------------------------------------------------------------------------
+# Fault injection: the processor's incremental state against a row recomputed from scratch
+# ------------------------------------------------------------------------------------------------
+
+PREFILL = '<tool_call>\n{"name": "read_file", "arguments": {"path": "'
+"""An assistant prefill that opens a ``read_file`` call (the grammar continues inside its string)."""
+
+FAULT_SPECS: tuple[tuple[int, dict[str, Any] | None], ...] = (
+    (40, {"tool_choice": "required", "close_on_stop": False}),
+    (40, {"tool_choice": "auto", "reasoning": "disabled", "close_on_stop": False, "stop": ["Observation", "}\n"]}),
+    (28, {"tool_choice": "read_file", "reasoning": "disabled", "close_on_stop": False}),
+    (40, {"tool_choice": "auto", "reasoning": "disabled", "steer_to_blocks": True, "close_on_stop": False}),
+    # close_on_stop on (its default): compared on the mask and every logit but the closers'
+    (
+        40,
+        {
+            "tool_choice": "required",
+            "reasoning": "disabled",
+            "after_calls": "text",
+            "stop": ["}"],
+            "stop_token_ids": [264],
+        },
+    ),
+    (
+        24,
+        {
+            "tool_choice": "auto",
+            "reasoning": "disabled",
+            "close_on_stop": False,
+            "assistant_prefix": PREFILL,
+            "stop": ["a"],
+        },
+    ),
+    (40, {"tool_choice": "auto", "steer_to_blocks": True, "stop": ["Obs"]}),  # reasoning enabled
+    (28, {"tool_choice": "write_file", "reasoning": "disabled"}),
+    (16, None),  # a plain request: never touched
+)
+"""What the fault-injection batch draws its new requests from: (max_tokens, the toolgrammar spec or ``None``)."""
+
+_FAULT_TOKENS = ('"', "}", "}}", '"}}', "{", "\n", "\n\n", "Obs", "ervation", " a", "a", ".py", "}\n", ":", "```")
+_FAULT_SPECIAL = ("<tool_call>", "</tool_call>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>")
+"""Tokens the fault-injection logits favour (structure, stops, ends), so that blocks open, close and stop."""
+
+
+class _FaultRequest:
+    """One request of the fault-injection batch, as vLLM would hold it, with an independent cursor to replay."""
+
+    def __init__(
+        self, max_tokens: int, options: dict[str, Any] | None, prompt: list[int], sibling: _FaultRequest | None = None
+    ) -> None:
+        from vllm import SamplingParams
+
+        from toolgrammar.integrations.vllm import compile_spec, request_spec
+        from toolgrammar.runtime.token_grammar import token_grammar
+        from toolgrammar.vocab import qwen3_vocabulary
+
+        self.max_tokens = max_tokens
+        self.options = options
+        if sibling is not None:  # a sample of the same n > 1 request: vLLM gives them one SamplingParams object
+            self.params, self.prompt = sibling.params, sibling.prompt
+        else:
+            self.params = SamplingParams(max_tokens=max_tokens) if options is None else _params(max_tokens, **options)
+            self.prompt = prompt
+        self.ids: list[int] = []
+        self.seen: list[int] | None = None
+        """The output as the processor last consumed it (``None``: not yet); a rewind is due when it is not
+        a prefix of ``ids`` any more."""
+        self.constrained = options is not None
+        self.close_on_stop = options is not None and options.get("close_on_stop", True)
+        self.finished = False
+        if options is not None:
+            spec = request_spec(self.params)
+            assert spec is not None
+            self.grammar = token_grammar(compile_spec(spec), qwen3_vocabulary())
+            self.start = self.grammar.walk_text(spec.get("assistant_prefix", ""))
+
+    def cursor(self) -> Any:
+        """A fresh cursor over the output so far."""
+        from toolgrammar.runtime.cursor import Cursor
+
+        cursor = Cursor(self.grammar, self.max_tokens, start=self.start)
+        for token in self.ids:
+            assert cursor.advance(token), "the harness wrote a token the grammar rejects"
+        return cursor
+
+    def done(self, cursor: Any) -> bool:
+        """Whether vLLM would end the request now (its budget spent, or its turn over)."""
+        return len(self.ids) >= self.max_tokens or (self.constrained and cursor.finished)
+
+
+def _allowed_token(cursor: Any, rng: Any, favoured: list[int]) -> int | None:
+    """A token the cursor allows (a favoured one half the time, when one is allowed); ``None`` when finished."""
+    import numpy as np
+
+    from toolgrammar.testing import allowed_ids
+
+    mask = cursor.mask()
+    if mask is None or cursor.remaining == 0:
+        return None
+    allowed = allowed_ids(mask, cursor.grammar.table.n_tokens)
+    liked = np.intersect1d(favoured, allowed).tolist() if rng.random() < 0.5 else []
+    return rng.choice(liked) if liked else int(allowed[rng.randrange(len(allowed))])
+
+
+def _reference_row(request: _FaultRequest, row: Any) -> Any:
+    """Process ``row`` (a ``(1, width)`` view, in place) as a fresh processor does, fed the request's whole
+    output as one new request; returns that processor."""
+    ref = _processor()
+    ref.update_state(_update(1, added=[(0, request.params, request.prompt, list(request.ids))]))
+    ref.apply(row)
+    assert ref.stats()["errors"] == 0
+    return ref
+
+
+def _same_row(got: Any, want: Any, ignore: Any = None) -> bool:
+    """Equal ``-inf`` pattern, and the same finite logits (up to float rounding of the pooled ones)."""
+    import torch
+
+    dead = got == -float("inf")
+    if not torch.equal(dead, want == -float("inf")):
+        return False
+    live = ~dead
+    if ignore is not None and len(ignore):
+        live[torch.as_tensor(ignore)] = False
+    return torch.allclose(got[live], want[live], rtol=1e-6, atol=1e-6)
+
+
+def _run_faults(seed: int, steps: int) -> dict[str, int]:
+    """Drive one processor through ``steps`` random batch updates and output faults; check every row every step.
+
+    Events (vLLM's order: removed, added, moved): a request preempted (kept here, to come back with the
+    same ``SamplingParams`` object, its output possibly grown meanwhile, trimmed, or handed over as a new
+    list as async scheduling does) or finished; a new request (a spec of :data:`FAULT_SPECS`, or a sibling
+    sharing another request's ``SamplingParams`` as the samples of an ``n > 1`` request do); a preempted
+    one re-added; a move or a swap. As vLLM does, a removed slot that an add or a one-way move fills again
+    is mostly left out of ``removed``. Then, in the output lists vLLM owns: a trim (``del ids[k:]``) or
+    the last tokens replaced in place. After each ``apply`` the whole batch must equal the same logits
+    with each row processed by :func:`_reference_row` (where it does not: every row's ``-inf`` pattern,
+    and every finite logit up to rounding but, where ``close_on_stop`` carries a probability from the
+    past, the closers'), and each row samples its next token from its processed logits. Returns the
+    counts of what happened."""
+    import random
+
+    import torch
+    from vllm.v1.sample.logits_processor import MoveDirectionality
+
+    from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
+
+    tokenizer = load_qwen3_tokenizer()
+    favoured = [tokenizer.encode(t, add_special_tokens=False)[0] for t in _FAULT_TOKENS]
+    favoured += [tokenizer.convert_tokens_to_ids(t) for t in _FAULT_SPECIAL]
+    rng = random.Random(seed)
+    gen = torch.Generator().manual_seed(seed)
+    proc = _processor()
+    width, max_rows = 151_936, 6
+    buffers = torch.empty(3, max_rows, width)
+    slots: dict[int, _FaultRequest] = {}
+    parked: list[_FaultRequest] = []
+    counts = dict.fromkeys(("requests", "rewinds", "readds", "trims", "replaced", "moves", "siblings", "checked"), 0)
+
+    for _ in range(steps):
+        removed: list[int] = []
+        added: list[tuple[Any, ...]] = []
+        moved: list[tuple[int, int, Any]] = []
+        for index, request in list(slots.items()):  # a finished request leaves the batch
+            if request.finished:
+                removed.append(index)
+                del slots[index]
+        if slots and rng.random() < 0.2:  # preempted (or aborted: then it never comes back)
+            index = rng.choice(sorted(slots))
+            request = slots.pop(index)
+            removed.append(index)
+            if rng.random() < 0.8:
+                parked.append(request)
+        free = [i for i in range(max_rows) if i not in slots]
+        if free and (not slots or rng.random() < 0.35):
+            index = rng.choice(free)
+            if parked and rng.random() < 0.5:
+                request = parked.pop(rng.randrange(len(parked)))
+                counts["readds"] += 1
+                if request.constrained:
+                    grow = rng.choice((0, 0, 1, 3))
+                    for _ in range(grow):  # the output grew while it was away
+                        token = _allowed_token(request.cursor(), rng, favoured)
+                        if token is None or request.done(request.cursor()):
+                            break
+                        request.ids.append(token)
+                    if request.ids and rng.random() < 0.2:  # trimmed while it was away (the same list)
+                        del request.ids[rng.randrange(len(request.ids)) :]
+                        counts["trims"] += 1
+                    elif request.ids and rng.random() < 0.3:  # async scheduling: a resumed request gets a new list
+                        request.ids = list(request.ids)
+                    request.finished = request.done(request.cursor())
+            else:
+                max_tokens, options = rng.choice(FAULT_SPECS)
+                others = [r for r in [*slots.values(), *parked] if r.constrained]
+                sibling = rng.choice(others) if others and rng.random() < 0.25 else None
+                if sibling is not None:
+                    max_tokens, options = sibling.max_tokens, sibling.options
+                    counts["siblings"] += 1
+                request = _FaultRequest(max_tokens, options, list(range(rng.randrange(1, 9))), sibling)
+                counts["requests"] += request.constrained
+            slots[index] = request
+            added.append((index, request.params, request.prompt, request.ids))
+        if slots and rng.random() < 0.25:
+            a = rng.choice(sorted(slots))
+            if rng.random() < 0.5:
+                b = rng.choice([i for i in range(max_rows) if i != a])
+                slots[a], slots[b] = slots.get(b), slots[a]
+                if slots[a] is None:
+                    del slots[a]
+                moved.append((a, b, MoveDirectionality.SWAP))
+            else:
+                free = [i for i in range(max_rows) if i not in slots]
+                if free:
+                    b = rng.choice(free)
+                    slots[b] = slots.pop(a)
+                    moved.append((a, b, MoveDirectionality.UNIDIRECTIONAL))
+            counts["moves"] += bool(moved)
+        # vLLM leaves out of `removed` a slot that an add or a one-way move fills again (it pops it).
+        refilled = {a[0] for a in added} | {b for _, b, d in moved if d == MoveDirectionality.UNIDIRECTIONAL}
+        removed = [i for i in removed if i not in refilled or rng.random() < 0.3]
+        proc.update_state(_update(len(slots), removed=removed, added=added, moved=moved))
+        assert sorted(proc.rows) == sorted(i for i, r in slots.items() if r.constrained)
+        assert all(proc.rows[i].output_ids is r.ids for i, r in slots.items() if r.constrained)
+
+        # vLLM changes outputs in place at their end: a trim, or its last few tokens replaced.
+        for request in slots.values():
+            if not request.constrained or not request.ids or rng.random() > 0.08:
+                continue
+            if rng.random() < 0.5:
+                del request.ids[rng.randrange(len(request.ids)) :]
+                counts["trims"] += 1
+            else:
+                keep = len(request.ids) - rng.randint(1, min(len(request.ids), 8))
+                del request.ids[keep:]
+                cursor = request.cursor()
+                for _ in range(rng.randint(1, 3)):
+                    token = _allowed_token(cursor, rng, favoured)
+                    if token is None:
+                        break
+                    cursor.advance(token)
+                    request.ids.append(token)
+                counts["replaced"] += 1
+            request.finished = request.done(request.cursor())
+
+        if not slots:
+            continue
+        rows = max(slots) + 1
+        # Preallocated: fresh 600 kB tensors at every step and row cost more than the rest here.
+        logits, original, reference = buffers[0, :rows], buffers[1, :rows], buffers[2, :rows]
+        torch.randn(rows, width, generator=gen, out=logits)
+        logits[:, favoured] += torch.rand(rows, len(favoured), generator=gen) * 14.0
+        original.copy_(logits)
+        reference.copy_(logits)
+        refs = {}
+        for index, request in slots.items():
+            if request.constrained:
+                if request.seen is not None and request.ids[: len(request.seen)] != request.seen:
+                    counts["rewinds"] += 1  # the processor rewinds a row whose consumed output changed
+                request.seen = list(request.ids)
+                refs[index] = _reference_row(request, reference[index : index + 1])
+        proc.apply(logits)
+        counts["checked"] += len(refs)
+        if not torch.equal(logits, reference):  # pooled logits rounded apart, or a close decision carried
+            for index in range(rows):
+                request = slots.get(index)
+                if request is None or not request.constrained:
+                    assert torch.equal(logits[index], original[index]), f"row {index} is not a toolgrammar row"
+                    continue
+                closers = refs[index].rows[0].cursor.closing_tokens() if request.close_on_stop else None
+                assert _same_row(logits[index], reference[index], closers), f"row {index}: {request.params.extra_args}"
+        for index, request in slots.items():
+            if request.finished:
+                continue
+            # Sampled from the processed row (its 32 best logits: a full-vocabulary multinomial is slow on the CPU).
+            best, ids = torch.topk(logits[index], 32)
+            token = int(ids[torch.multinomial(torch.softmax(best, 0), 1, generator=gen)])
+            request.ids.append(token)
+            request.finished = request.done(request.cursor()) if request.constrained else request.done(None)
+            if request.constrained and token in (151643, 151645):
+                assert request.finished, "an end-of-turn token was sampled where the grammar goes on"
+        stats = proc.stats()
+        assert stats["errors"] == 0
+        assert stats["requests"] == counts["requests"]
+        assert stats["rewinds"] == counts["rewinds"]
+    return counts
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fault_injection_keeps_every_row_equal_to_a_fresh_one(seed: int) -> None:
+    """A long random run of adds, removals, re-adds, moves, swaps, trims and replaced tokens: every step,
+    every row equals the same request recomputed from scratch; requests counted once, rewinds counted."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # many small ops on 600 kB rows: a second thread only waits (3x slower on a busy CPU)
+    try:
+        counts = _run_faults(seed, steps=120)
+    finally:
+        torch.set_num_threads(threads)
+    # Honest coverage: each fault kind happened, and many rows were compared.
+    assert counts["checked"] >= 250, counts
+    for kind in ("rewinds", "readds", "trims", "replaced", "moves"):
+        assert counts[kind] >= 2, counts
+
+
+def _encode(text: str) -> list[int]:
+    from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
+
+    return load_qwen3_tokenizer().encode(text, add_special_tokens=False)
+
+
+def _fresh_row(params: Any, output: list[int], logits: Any) -> Any:
+    """``logits`` (one row) as a fresh processor masks it for a new request with ``output`` so far."""
+    ref = _processor()
+    ref.update_state(_update(1, added=[(0, params, [1, 2, 3], list(output))]))
+    row = logits.unsqueeze(0).clone()
+    ref.apply(row)
+    return row[0]
+
+
+def test_a_preempted_request_gets_its_row_back_where_vllm_refills_its_slot() -> None:
+    """vLLM removes an unscheduled (preempted) request and adds it back later with the same ``SamplingParams``.
+    A slot that an add or a one-way move fills again is not listed in ``removed`` (vLLM pops it), so the row
+    found there is parked as well. Back, the request keeps its row: counted once, its cursor goes on, and
+    its close_on_stop decision too (step for step the same logits as a request that was never away)."""
+    import torch
+    from vllm import SamplingParams
+    from vllm.v1.sample.logits_processor import MoveDirectionality
+
+    from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
+
+    tokenizer = load_qwen3_tokenizer()
+    eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    newline, less, close = (tokenizer.convert_tokens_to_ids(t) for t in ("\u010a", "<", "</tool_call>"))
+    written = _encode('<tool_call>\n{"name": "read_file", "arguments": {"path": "a.txt"}}')
+    gen = torch.Generator().manual_seed(11)
+    first = torch.randn(151_936, generator=gen)
+    first[[eos, newline]] = torch.tensor([12.0, 4.0])  # the model wants to stop after the last brace
+    second = torch.randn(151_936, generator=gen)
+    second[[less, close]] = torch.tensor([9.0, 2.0])  # and then prefers "<": the carried stop closes
+
+    filler = torch.randn(151_936, generator=gen)  # the other rows' logits
+
+    def run(preempt: bool) -> tuple[list[Any], Any, Any]:
+        proc = _processor()
+        out = list(written)
+        params = _params(64, tool_choice="auto", reasoning="disabled")
+        other = _params(64, tool_choice="required")
+        proc.update_state(_update(2, added=[(0, other, [1], []), (1, params, [1, 2, 3], out)]))
+        row = proc.rows[1]
+        got = []
+        batch = torch.stack([filler, first])
+        proc.apply(batch)
+        got.append(batch[1].clone())
+        out.append(newline)
+        if preempt:
+            # Step 2: ours (slot 1) is preempted, a plain request takes its slot: vLLM lists no removal.
+            proc.update_state(_update(2, added=[(1, SamplingParams(max_tokens=8), [1], [])]))
+            assert sorted(proc.rows) == [0]
+            proc.apply(torch.stack([filler, filler]))
+            # Step 3: the other request ends; condensing, vLLM moves the plain one down over its slot.
+            proc.update_state(_update(1, moved=[(1, 0, MoveDirectionality.UNIDIRECTIONAL)]))
+            assert not proc.rows
+            proc.apply(torch.stack([filler]))
+            # Step 4: ours is back, appended at slot 1.
+            proc.update_state(_update(2, added=[(1, params, [1, 2, 3], out)]))
+            assert proc.rows[1] is row
+        batch = torch.stack([filler, second])
+        proc.apply(batch)
+        got.append(batch[1].clone())
+        return got, proc, row
+
+    stayed, proc_stayed, _ = run(False)
+    back, proc_back, row = run(True)
+    for a, b in zip(stayed, back, strict=True):
+        assert torch.equal(a, b)
+    assert back[1].argmax() == close, "the stop decided before the preemption no longer closes the block"
+    assert row.cursor.n_tokens == len(written) + 1 and row.closing > 0.0
+    assert proc_back.stats()["requests"] == proc_stayed.stats()["requests"] == 2
+    assert proc_back.stats()["rewinds"] == 0 and proc_back.stats()["errors"] == 0
+
+
+@pytest.mark.parametrize("async_list", [False, True], ids=["same-list", "new-list"])
+def test_samples_sharing_one_sampling_params_each_get_their_own_row_back(async_list: bool) -> None:
+    """vLLM gives the samples of an ``n > 1`` request (no seed) one ``SamplingParams`` object. Two of them,
+    both away and back in the other order, each get their own row: told apart by their output list (or,
+    handed a new list as under async scheduling, by the tokens their row consumed). Their last 8 tokens
+    are the same, so a mix-up would not even rewind: it would mask one call as the other."""
+    import torch
+    from vllm import SamplingParams
+
+    from toolgrammar.runtime.cursor import Cursor
+
+    x = " x" * 12
+    write = _encode('<tool_call>\n{"name": "write_file", "arguments": {"path": "' + x)
+    read = _encode('<tool_call>\n{"name": "read_file", "arguments": {"path": "' + x)
+    read += _encode(" x") * (len(write) - len(read))
+    assert len(read) == len(write) and read[-8:] == write[-8:]
+    params = _params(64, tool_choice="required", reasoning="disabled")
+    outs = {"write": list(write), "read": list(read)}
+    proc = _processor()
+    proc.update_state(_update(2, added=[(0, params, [1], outs["write"]), (1, params, [1], outs["read"])]))
+    proc.apply(torch.zeros(2, 151_936))
+    plain = SamplingParams(max_tokens=4)
+    proc.update_state(_update(2, added=[(0, plain, [1], []), (1, plain, [1], [])]))  # both away
+    assert not proc.rows
+    back = {k: (list(v) if async_list else v) for k, v in outs.items()}
+    proc.update_state(_update(2, added=[(0, params, [1], back["read"]), (1, params, [1], back["write"])]))
+    grammar = proc.rows[0].cursor.grammar
+    quote = _encode('"')[0]
+    ref = {}
+    for index, key in ((0, "read"), (1, "write")):
+        ref[index] = Cursor(grammar, 64)
+        assert all(ref[index].advance(token) for token in [*outs[key], quote])
+        back[key].append(quote)  # both close the path: write_file must go on to "content", read_file close
+    logits = torch.randn(2, 151_936)
+    original = logits.clone()
+    proc.apply(logits)
+    _check_masked(logits, original, proc, ref)
+    assert proc.stats()["requests"] == 2 and proc.stats()["rewinds"] == 0 and proc.stats()["errors"] == 0
+
+
+def test_a_trimmed_or_rewritten_output_rewinds_the_row_to_a_fresh_ones_mask() -> None:
+    """vLLM trims a request's output in place (a failed KV load) or replaces its last tokens: the row rewinds
+    to what it still shares with the output, and masks exactly as a row fed that output from scratch."""
+    import torch
+
+    params = _params(48, tool_choice="auto", reasoning="disabled", stop=["Observation"], steer_to_blocks=True)
+    out = _encode('Let me look. Obs<tool_call>\n{"name": "read_file", "arguments": {"path": "a.py"}}')
+    proc = _processor()
+    proc.update_state(_update(1, added=[(0, params, [1, 2, 3], out)]))
+    gen = torch.Generator().manual_seed(4)
+    steps = [
+        lambda: out.__delitem__(slice(5, None)),  # back into the free text: "Let me look. Obs" ...
+        lambda: out.__delitem__(slice(3, None)),
+        lambda: out.extend(_encode(" Obs")),  # grows again (a new tail for the stop)
+        lambda: out.__setitem__(-1, _encode(" Ob")[0]),  # the last token replaced, same length
+        lambda: out.__delitem__(slice(0, None)),  # trimmed to nothing: a call point again (steering)
+        lambda: out.extend(_encode("<tool_call>\n{")),
+    ]
+    rewinds = 0
+    for change in [lambda: None, *steps]:
+        before = list(out)
+        change()
+        rewinds += bool(before) and out[: len(before)] != before
+        logits = torch.randn(1, 151_936, generator=gen)
+        logits[0, _encode("ervation")[0]] = 20.0
+        want = _fresh_row(params, out, logits[0])
+        proc.apply(logits)
+        assert torch.equal(logits[0], want), f"after {out}"
+    assert rewinds == 4
+    assert proc.stats()["rewinds"] == rewinds and proc.stats()["errors"] == 0 and proc.stats()["requests"] == 1
+
+
+def test_log_once_keys_are_bounded(caplog: pytest.LogCaptureFixture) -> None:
+    """1000 distinct budget warnings (a named tool whose call needs over 1000 tokens, max_tokens 1..1000): each
+    logged once, the processor remembers the last 256 keys only; a recent key is not logged again, an
+    evicted one is."""
+    from vllm import SamplingParams
+
+    from toolgrammar.integrations.vllm import _MAX_LOGGED
+
+    digits = "".join(str(i % 10) for i in range(1100))  # Qwen3 writes digits one token each
+    tools = [{"type": "function", "function": {"name": "pin", "parameters": {
+        "type": "object", "properties": {"pin": {"const": digits}}, "required": ["pin"]}}}]  # fmt: skip
+    spec = {"tools": tools, "tool_choice": "pin", "reasoning": "disabled"}
+    proc = _processor()
+
+    def add(budget: int) -> None:
+        params = SamplingParams(max_tokens=budget, extra_args={"toolgrammar": spec})
+        proc.update_state(_update(1, added=[(0, params, [1], [])]))
+
+    with caplog.at_level("WARNING", logger="toolgrammar.integrations.vllm"):
+        for budget in range(1, 1001):
+            add(budget)
+        assert caplog.text.count("is below the") == 1000
+        assert len(proc._logged) == _MAX_LOGGED == 256
+        add(1000)  # recent: remembered
+        assert caplog.text.count("is below the") == 1000
+        add(1)  # evicted long ago: logged again
+        assert caplog.text.count("is below the") == 1001
+    assert len(proc._logged) <= 256
+
+
+@pytest.mark.parametrize("rows", [1, 3], ids=["host-row", "batched"])
+@pytest.mark.parametrize("kind", ["string", "token-id"])
+def test_a_stop_where_the_turn_may_end_goes_to_the_end_token_and_nowhere_else(rows: int, kind: str) -> None:
+    """``stop: ["Observation"]`` under tool_choice auto: after free text ending in ``Obs``, the token that
+    completes the stop (``ervation``) gives its probability to the best end-of-turn token (its logit the
+    log-sum-exp of the two) and is masked; every other logit is bit for bit the one without the stop. Inside
+    a block (a path that ends in ``Obs``) the same token is text: untouched. ``stop_token_ids`` likewise."""
+    import torch
+
+    from toolgrammar.runtime.stops import stop_rule
+    from toolgrammar.vocab import qwen3_vocabulary
+
+    ervation = _encode("ervation")[0]
+    stop = {"stop": ["Observation"]} if kind == "string" else {"stop_token_ids": [ervation]}
+    banned = stop_rule(qwen3_vocabulary(), stop.get("stop", []), stop.get("stop_token_ids", [])).banned(b"Obs")
+    ends = [151643, 151645]
+    free = _encode("Let me check. Obs")
+    block = _encode('<tool_call>\n{"name": "read_file", "arguments": {"path": "Obs')
+    gen = torch.Generator().manual_seed(8)
+    logits = torch.randn(rows, 151_936, generator=gen)
+    logits[:, torch.tensor(banned)] = -float("inf")  # scripted: of the stop's tokens only ervation is live
+    logits[:, ervation] = 6.0
+    logits[:, ends] = torch.tensor([-1.0, 1.5])
+
+    def run(output: list[int], with_stop: bool) -> Any:
+        proc = _processor()
+        params = _params(64, tool_choice="auto", reasoning="disabled", **(stop if with_stop else {}))
+        proc.update_state(_update(rows, added=[(r, params, [1, 2, 3], list(output)) for r in range(rows)]))
+        batch = logits.clone()
+        proc.apply(batch)
+        return batch
+
+    on, off = run(free, True), run(free, False)
+    assert torch.isfinite(off[:, ervation]).all() and torch.isfinite(off[:, ends]).all()
+    expected = torch.logsumexp(torch.tensor([1.5, 6.0], dtype=torch.float64), 0).float()
+    assert torch.allclose(on[:, ends[1]], expected.expand(rows), rtol=1e-7, atol=0)
+    assert (on[:, ervation] == -float("inf")).all() and torch.equal(on[:, ends[0]], off[:, ends[0]])
+    rest = torch.ones(151_936, dtype=torch.bool)
+    rest[[ervation, ends[1]]] = False
+    assert torch.equal(on[:, rest], off[:, rest])
+    assert on[0].argmax() == ends[1] and off[0].argmax() == ervation
+
+    inside_on, inside_off = run(block, True), run(block, False)
+    assert torch.equal(inside_on, inside_off), "the stop rule acted inside a block"
+    assert inside_on[0].argmax() == ervation
+
+
+@pytest.mark.parametrize("after_calls", ["end", "text"])
+def test_a_stop_string_inside_the_call_never_cuts_it(after_calls: str) -> None:
+    """``stop: ["}"]`` with tool_choice required, and a model that loves ``}``: greedy decoding writes the
+    whole call (its braces are text there), and where the turn may end a ``}`` ends it instead."""
+    import torch
+
+    from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
+    from toolgrammar.runtime.cursor import Cursor
+    from toolgrammar.turn.parser import parse_turn
+    from toolgrammar.vocab import qwen3_vocabulary
+
+    tokenizer = load_qwen3_tokenizer()
+    texts = qwen3_vocabulary().token_bytes
+    braces = torch.tensor([i for i, t in enumerate(texts) if b"}" in t])
+    budget = 64
+    params = _params(budget, tool_choice="required", reasoning="disabled", after_calls=after_calls, stop=["}"])
+    ended = 0
+    logits = torch.empty(1, 151_936)
+    for seed in range(3):
+        proc = _processor()
+        out: list[int] = []
+        proc.update_state(_update(1, added=[(0, params, [1], out)]))
+        cursor = Cursor(proc.rows[0].cursor.grammar, budget)  # follows the row independently
+        gen = torch.Generator().manual_seed(seed)
+        while len(out) < budget and not cursor.finished:
+            torch.randn(1, 151_936, generator=gen, out=logits)
+            logits[0, braces] += 8.0  # stop-biased
+            proc.apply(logits)
+            out.append(int(logits[0].argmax()))
+            assert cursor.advance(out[-1])
+        # The turn ended (or the budget did, where the turn may end): never inside the call.
+        assert cursor.finished or cursor.grammar.eos_allowed[cursor.state]
+        text = tokenizer.decode(out, skip_special_tokens=False).removesuffix("<|im_end|>").removesuffix("<|endoftext|>")
+        turn = parse_turn(text, _tools())
+        assert len(turn.tool_calls) >= 1 and not turn.errors and all(b.closed for b in turn.blocks), text
+        assert "}" not in text[text.rindex("</tool_call>") :], text
+        ended += cursor.finished
+        assert proc.stats()["errors"] == 0
+    assert ended >= 1, "no run ended its turn on a stop"
+
+
+def test_an_assistant_prefix_starts_the_grammar_after_it(caplog: pytest.LogCaptureFixture) -> None:
+    """``assistant_prefix``: the row masks as a cursor started at ``walk_text(prefix)``, step by step; a prefix
+    the grammar rejects leaves the row unconstrained, with one error logged and counted."""
+    import torch
+
+    from toolgrammar.automata.nodes import DEAD
+    from toolgrammar.runtime.cursor import Cursor
+
+    proc = _processor()
+    out: list[int] = []
+    params = _params(32, tool_choice="auto", close_on_stop=False, assistant_prefix=PREFILL)
+    proc.update_state(_update(2, added=[(1, params, [1], out)]))
+    grammar = proc.rows[1].cursor.grammar
+    start = grammar.walk_text(PREFILL)
+    assert start not in (DEAD, grammar.start)
+    tokens = Cursor(grammar)
+    assert all(tokens.advance(t) for t in _encode(PREFILL)) and tokens.state == start  # the prefill's tokens agree
+    ref = {1: Cursor(grammar, 32, start=start)}
+    for token in [None, *_encode('src/a.py"}}\n</tool_call>')]:
+        if token is not None:
+            out.append(token)
+            assert ref[1].advance(token)
+        logits = torch.randn(2, 151_936)
+        original = logits.clone()
+        proc.apply(logits)
+        _check_masked(logits, original, proc, ref)
+    assert proc.stats()["errors"] == 0
+
+    dead = '<tool_call>\n{"name": "nope'
+    proc = _processor()
+    with caplog.at_level("ERROR", logger="toolgrammar.integrations.vllm"):
+        proc.update_state(_update(1, added=[(0, _params(32, tool_choice="auto", assistant_prefix=dead), [1], [])]))
+    assert not proc.rows
+    logits = torch.randn(1, 151_936)
+    original = logits.clone()
+    proc.apply(logits)
+    assert torch.equal(logits, original)
+    assert proc.stats()["errors"] == 1 and caplog.text.count("is not the start of a turn") == 1
+
+
+# ------------------------------------------------------------------------------------------------
 # The real engine
 # ------------------------------------------------------------------------------------------------
 
@@ -826,11 +1444,17 @@ def test_the_entry_point_registers_the_tool_parsers_lazily() -> None:
 
     (plugin,) = [e for e in entry_points(group="vllm.general_plugins") if e.value.startswith("toolgrammar.")]
     plugin.load()()
-    from toolgrammar.integrations.vllm_plugin import TOOL_PARSERS
+    from toolgrammar.formats import FORMATS
+    from toolgrammar.integrations.vllm_plugin import TOOL_PARSERS, tool_parsers
     from toolgrammar.integrations.vllm_tool_parser import ToolgrammarToolParser
 
-    for name in TOOL_PARSERS:
+    # One parser per registered format, named from the format (``-`` and ``.`` as ``_``), the first two by hand.
+    assert {"toolgrammar_hermes", "toolgrammar_qwen_xml", "toolgrammar_deepseek_v3_1", "toolgrammar_gpt_oss"} <= set(
+        TOOL_PARSERS
+    )
+    assert sorted(format_name for format_name, _ in tool_parsers().values()) == sorted(FORMATS)
+    for name, (format_name, _) in tool_parsers().items():
         cls = ToolParserManager.get_tool_parser(name)
         assert issubclass(cls, ToolgrammarToolParser)
-        assert cls.format_name == {"toolgrammar_hermes": "hermes", "toolgrammar_qwen_xml": "qwen-xml"}[name]
+        assert cls.format_name == format_name
         assert cls.supports_required_and_named is False  # vLLM must not force its JSON-array schema

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import sys
 
-from toolgrammar.cli import compare, grammar, parse
+from toolgrammar.cli import compare, formats, grammar, parse
 from toolgrammar.cli.app import app
 
-COMMANDS = (grammar, parse, compare)
+COMMANDS = (grammar, parse, compare, formats)
 """The command modules, in the order their commands are listed."""
 
 

@@ -6,7 +6,8 @@ Start the server with a toolgrammar parser and the logits processor::
         --enable-auto-tool-choice --tool-call-parser toolgrammar_hermes \\
         --logits-processors toolgrammar.integrations.vllm:VllmToolCallLogitsProcessor
 
-(``toolgrammar_qwen_xml`` for Qwen3-Coder's XML calls). The parser names are registered by
+(``toolgrammar_<format>`` for any registered format: ``toolgrammar_qwen_xml`` for Qwen3-Coder's XML calls,
+``toolgrammar_llama3_json``...; ``toolgrammar formats`` lists them). The parser names are registered by
 toolgrammar's ``vllm.general_plugins`` entry point (:mod:`toolgrammar.integrations.vllm_plugin`); where
 ``VLLM_PLUGINS`` leaves it out, add ``--tool-parser-plugin toolgrammar.integrations.vllm_tool_parser``. Then any
 OpenAI client, unmodified::
@@ -54,7 +55,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from vllm.entrypoints.generate.base.protocol import (
@@ -79,11 +80,17 @@ from toolgrammar.integrations.serving import (
     STEER_XARG,
     CallExtractor,
     StreamingCallExtractor,
+    assistant_prefill,
+    check_admission,
     compiled_turn,
     constraint_spec,
     request_setting,
 )
+from toolgrammar.integrations.tokenizers import vocabulary_of
 from toolgrammar.integrations.vllm import EXTRA_ARGS_KEY
+from toolgrammar.integrations.vllm_plugin import tool_parsers
+from toolgrammar.runtime.steering import CallPoints, call_openers
+from toolgrammar.runtime.token_grammar import token_grammar
 
 logger = logging.getLogger("toolgrammar.vllm")
 
@@ -134,25 +141,62 @@ class ToolgrammarToolParser(ToolParser):
             )
         try:
             spec = self._spec(request)
+            self._take_over_request(request, spec)
         except ToolgrammarError as error:
             raise ValueError(f"toolgrammar: {error}") from error
         if spec.get("steer_to_blocks", False):
-            self._check_steerable()
+            self._check_steerable(spec)
         xargs[EXTRA_ARGS_KEY] = json.dumps(spec, ensure_ascii=False)
         request.vllm_xargs = xargs
+        # The constraint applies the stops itself, where the turn may end (toolgrammar.runtime.stops):
+        # vLLM would match them inside calls too and cut them.
+        request.stop = []
+        request.stop_token_ids = []
         # The markers are special tokens in some vocabularies; skipping them would hide the calls.
         request.skip_special_tokens = False
         return request
 
-    def _check_steerable(self) -> None:
-        """Steering moves probability onto the block opener's token: refuse (HTTP 400) where there is none."""
-        opener = get_format(self.format_name).markers.block_open
-        ids = self.model_tokenizer.encode(opener, add_special_tokens=False)
-        if len(ids) != 1:
-            raise ValueError(
-                f"toolgrammar: steering needs the block opener {opener!r} as one token of this model's vocabulary, "
-                f"and it is {len(ids)}; send vllm_xargs {{{STEER_XARG!r}: false}} or unset {STEER_ENV}"
+    def _take_over_request(self, request: Any, spec: dict[str, Any]) -> None:
+        """Move the request's stops and prefill into the spec, and refuse what the constraint cannot answer right
+        (:func:`toolgrammar.integrations.serving.check_admission`)."""
+        stop = request.stop
+        if stop:
+            spec["stop"] = [stop] if isinstance(stop, str) else list(stop)
+        if request.stop_token_ids:
+            spec["stop_token_ids"] = list(request.stop_token_ids)
+        if getattr(request, "continue_final_message", False):
+            messages = [m if isinstance(m, Mapping) else m.model_dump(exclude_none=True) for m in request.messages]
+            prefix = assistant_prefill(
+                self.model_tokenizer,
+                messages,
+                tools=spec["tools"],
+                chat_template_kwargs=request.chat_template_kwargs,
+                chat_template=request.chat_template,
             )
+            if prefix:
+                spec["assistant_prefix"] = prefix
+        budget = request.max_completion_tokens if request.max_completion_tokens is not None else request.max_tokens
+        check_admission(
+            spec,
+            vocabulary_of(self.model_tokenizer),
+            max_tokens=budget,
+            min_tokens=request.min_tokens or 0,
+            ignore_eos=bool(request.ignore_eos),
+            include_stop_str_in_output=bool(request.include_stop_str_in_output),
+        )
+
+    def _check_steerable(self, spec: dict[str, Any]) -> None:
+        """Steering pools onto the block opener's first token: refuse (HTTP 400) where taking that token does not
+        commit the turn to a block (:class:`toolgrammar.runtime.steering.CallPoints` says why)."""
+        vocab = vocabulary_of(self.model_tokenizer)
+        grammar = token_grammar(compiled_turn(spec), vocab)
+        try:
+            CallPoints(grammar, call_openers(vocab, get_format(self.format_name).markers.block_open))
+        except ToolgrammarError as error:
+            raise ValueError(
+                f"toolgrammar: this request cannot be steered: {error}; send vllm_xargs {{{STEER_XARG!r}: false}} or "
+                f"unset {STEER_ENV}"
+            ) from error
 
     def _spec(self, request: Any) -> dict[str, Any]:
         """The request's constraint; its settings from its ``vllm_xargs``, else the server's environment."""
@@ -174,12 +218,13 @@ class ToolgrammarToolParser(ToolParser):
         if not request.tools or request.tool_choice == "none":
             return None
         try:
-            tools = compiled_turn(self._spec(request)).tools
+            spec = _adjusted_spec(request) or self._spec(request)
+            tools = compiled_turn(spec).tools
         except ToolgrammarError as error:  # adjust_request refused it already; this is a request it never saw
             logger.error("toolgrammar: cannot parse this request's tool calls: %s", error)
             return None
         cls = StreamingCallExtractor if streaming else CallExtractor
-        return cls(tools, format=self.format_name)
+        return cls(tools, format=self.format_name, prefix=spec.get("assistant_prefix", ""))
 
     # -- whole turn ----------------------------------------------------------------------------------
 
@@ -245,23 +290,60 @@ class ToolgrammarToolParser(ToolParser):
         return DeltaMessage(content=content or None, tool_calls=deltas)
 
 
+def _adjusted_spec(request: Any) -> dict[str, Any] | None:
+    """The spec :meth:`ToolgrammarToolParser.adjust_request` put into the request (``None``: it did not)."""
+    raw = (getattr(request, "vllm_xargs", None) or {}).get(EXTRA_ARGS_KEY)
+    if not isinstance(raw, str):
+        return None
+    try:
+        spec = json.loads(raw)
+    except json.JSONDecodeError:
+        return None
+    return spec if isinstance(spec, dict) else None
+
+
 def _constrains_format(response_format: Any) -> bool:
     kind = getattr(response_format, "type", None)
     return response_format is not None and kind not in (None, "text")
 
 
-@ToolParserManager.register_module("toolgrammar_hermes")
-class ToolgrammarHermesToolParser(ToolgrammarToolParser):
-    """``--tool-call-parser toolgrammar_hermes``: ``<tool_call>`` JSON blocks (Qwen2.5, Qwen3, Hermes)."""
+def _parser_classes() -> dict[str, type[ToolgrammarToolParser]]:
+    """One parser class per registered format (:func:`toolgrammar.integrations.vllm_plugin.tool_parsers`),
+    registered with vLLM under its ``toolgrammar_<format>`` name and bound in this module under its class name
+    (where the plugin's lazy registration looks it up)."""
+    classes = {}
+    for name, (format_name, class_name) in tool_parsers().items():
+        cls = type(
+            class_name,
+            (ToolgrammarToolParser,),
+            {
+                "format_name": format_name,
+                "__doc__": f"``--tool-call-parser {name}``: the {format_name!r} format "
+                f"(:mod:`toolgrammar.formats`), constrained and parsed.",
+                "__module__": __name__,
+            },
+        )
+        ToolParserManager.register_module(name)(cls)
+        classes[class_name] = cls
+    return classes
 
-    format_name = "hermes"
+
+PARSER_CLASSES = _parser_classes()
+"""Class name -> parser class, for every registered format."""
+globals().update(PARSER_CLASSES)
 
 
-@ToolParserManager.register_module("toolgrammar_qwen_xml")
-class ToolgrammarQwenXmlToolParser(ToolgrammarToolParser):
-    """``--tool-call-parser toolgrammar_qwen_xml``: Qwen3-Coder's ``<function=...><parameter=...>`` blocks."""
+def __getattr__(name: str) -> type[ToolgrammarToolParser]:
+    # A format registered after this module was imported (register_format at server start) gets its class here.
+    for parser, (format_name, class_name) in tool_parsers().items():
+        if class_name == name:
+            cls = PARSER_CLASSES.get(class_name)
+            if cls is None:
+                cls = type(class_name, (ToolgrammarToolParser,), {"format_name": format_name, "__module__": __name__})
+                ToolParserManager.register_module(parser)(cls)
+                PARSER_CLASSES[class_name] = cls
+            return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    format_name = "qwen-xml"
 
-
-__all__ = ["ToolgrammarHermesToolParser", "ToolgrammarQwenXmlToolParser", "ToolgrammarToolParser"]
+__all__ = ["PARSER_CLASSES", "ToolgrammarToolParser"]
