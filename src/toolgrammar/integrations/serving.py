@@ -34,6 +34,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from toolgrammar.automata.nodes import DEAD
 from toolgrammar.errors import GrammarError
 from toolgrammar.formats import get_format, registered_format
@@ -208,7 +210,13 @@ def min_tokens_limit(grammar: TokenGrammar, start: int) -> int | None:
     """
     if grammar.grammar.options.tool_choice == "none":
         return None
-    return 1 if int(grammar.n_symbols[start]) > int(bool(grammar.eos_allowed[start])) else 0
+    mask = grammar.mask(start)  # builds the state's row where it is not built yet (a prefill inside a call)
+    if mask.all_allowed:
+        return 1
+    ends = np.array(sorted(grammar.vocab.eos_ids), dtype=np.int64)
+    if mask.allowed is not None:
+        return 1 if bool(np.isin(mask.allowed, ends, invert=True).any()) else 0
+    return 1 if mask.n_allowed > len(ends) else 0
 
 
 def check_admission(
