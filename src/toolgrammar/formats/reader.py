@@ -230,6 +230,22 @@ def _verbatim(text: str | None) -> str | None:
 Phase = Literal["head", "auto", "reasoning", "content", "block"]
 
 
+@dataclass(frozen=True)
+class BlockSpan:
+    """Where one block lies in the turn, from its opener to its end, and what it holds."""
+
+    start: int
+    end: int
+    blocks: tuple[Block, ...]
+    """The checked calls (one per call of a section); empty for markup that is neither text nor a call (a
+    gpt-oss message header)."""
+
+    @property
+    def valid(self) -> bool:
+        """Whether the span holds calls and every one is valid."""
+        return bool(self.blocks) and all(b.call is not None for b in self.blocks)
+
+
 class TurnStreamState(Generic[CutT]):
     """The turn reader, fed chunk by chunk: emits content, reasoning and calls as soon as they are final.
 
@@ -238,7 +254,9 @@ class TurnStreamState(Generic[CutT]):
     text). See the module docstring for what waits.
     """
 
-    def __init__(self, tools: ToolSet, reader: BlockReader[CutT], *, reasoning_started: bool = False) -> None:
+    def __init__(
+        self, tools: ToolSet, reader: BlockReader[CutT], *, reasoning_started: bool = False, read_reasoning: bool = True
+    ) -> None:
         self.tools = tools
         self.reader = reader
         self.markers = reader.markers
@@ -246,7 +264,7 @@ class TurnStreamState(Generic[CutT]):
         self._i = 0
         """The first offset not yet classified (in the ``block`` phase: the block's start)."""
         self._phase: Phase = "reasoning" if reasoning_started else "head"
-        if not self.markers.think_open:  # a format without reasoning markers: the whole turn is content
+        if not self.markers.think_open or not read_reasoning:  # the whole turn is content
             self._phase = "content"
             reasoning_started = False
         self._strip: bool = getattr(reader, "strip_whitespace", True)
@@ -269,6 +287,8 @@ class TurnStreamState(Generic[CutT]):
         self._reasoning_parts: list[str] | None = [] if reasoning_started else None
         self._content_parts: list[str] = []
         self._blocks: list[Block] = []
+        self.spans: list[BlockSpan] = []
+        """Where each block of the turn lies, in order, as soon as its end is known (markup included)."""
         self._content = Trimmed()
         self._reasoning = Trimmed()
         self._final = False
@@ -285,6 +305,18 @@ class TurnStreamState(Generic[CutT]):
     def text(self) -> str:
         """Everything fed so far."""
         return self._buf
+
+    @property
+    def open_block(self) -> int | None:
+        """Where the block being read starts (its opener: a section's, a gpt-oss message header's); ``None``
+        outside a block."""
+        return self._i if self._phase == "block" else None
+
+    @property
+    def settled(self) -> int:
+        """The text before this offset is read for good: every block in it is in :attr:`spans`, the rest is
+        content or reasoning (at an open block: its start)."""
+        return self._i if self._phase in ("content", "block", "reasoning") else 0
 
     def feed(self, chunk: str) -> list[StreamPiece]:
         """Add ``chunk``; return the pieces that became final."""
@@ -436,9 +468,12 @@ class TurnStreamState(Generic[CutT]):
             self._phase = "content"
             return True
         if getattr(cut, "markup", False):  # markup that is neither text nor a call (a gpt-oss message header)
+            self.spans.append(BlockSpan(self._i, cut.end, ()))
             return self._to_content(cut.end)
         checked = self.reader.check(self._buf, cut, self.tools)
-        for block in checked if isinstance(checked, tuple) else (checked,):
+        blocks = checked if isinstance(checked, tuple) else (checked,)
+        self.spans.append(BlockSpan(self._i, cut.end, blocks))
+        for block in blocks:
             self._blocks.append(block)
             if block.call is not None:
                 out.append(("tool_call", block.call))
@@ -449,6 +484,7 @@ __all__ = [
     "NOT_A_BLOCK",
     "BlockCursor",
     "BlockReader",
+    "BlockSpan",
     "Cut",
     "NotABlock",
     "Opener",

@@ -26,7 +26,7 @@ from typing import Any, Literal
 from toolgrammar.errors import GrammarError, ToolgrammarError
 from toolgrammar.formats import get_format
 from toolgrammar.formats.calls import ToolCall, TurnParse
-from toolgrammar.formats.options import GrammarOptions, Reasoning
+from toolgrammar.formats.options import GrammarOptions, Reasoning, reasoning_after
 from toolgrammar.integrations.hf import ToolCallLogitsProcessor
 from toolgrammar.integrations.serving import assistant_prefill, min_tokens_limit
 from toolgrammar.schema import load_tools
@@ -307,7 +307,9 @@ def generate_turns(
         for chat in chats
     ]
     enable_thinking = template_kwargs.get("enable_thinking")
-    found = {_reasoning_of(p, markers.think_open, markers.think_close, enable_thinking) for p in rendered}
+    found = {
+        reasoning_after(p, markers.think_open, markers.think_close, enable_thinking=enable_thinking) for p in rendered
+    }
     if len(found) > 1:
         raise GenerateError(
             f"the rendered prompts disagree on reasoning ({sorted(found)}): some end inside a reasoning part and "
@@ -458,16 +460,6 @@ def _checked_template_kwargs(kwargs: Mapping[str, Any] | None) -> dict[str, Any]
             "tools and the generation prompt itself"
         )
     return dict(kwargs)
-
-
-def _reasoning_of(prompt: str, think_open: str, think_close: str, enable_thinking: Any) -> Reasoning:
-    """The grammar's ``reasoning`` option that continues ``prompt`` (see :func:`generate_turns`)."""
-    tail = prompt.rstrip()
-    if tail.endswith(think_open):
-        return "prefilled"
-    if tail.endswith(think_close) or (enable_thinking is not None and not enable_thinking):
-        return "disabled"
-    return "enabled"
 
 
 def _check_reasoning(reasoning: Reasoning, read: Reasoning) -> None:

@@ -84,6 +84,7 @@ import torch
 
 from toolgrammar.errors import ProcessorError
 from toolgrammar.formats import get_format
+from toolgrammar.formats.options import reasoning_after
 from toolgrammar.integrations.hf import ToolCallLogitsProcessor
 from toolgrammar.schema import load_tools
 
@@ -172,13 +173,7 @@ def chat_prompt(
     if not isinstance(text, str):
         raise ProcessorError(f"apply_chat_template returned {type(text).__name__}, expected the prompt text")
     markers = get_format(format).markers
-    tail = text.rstrip()
-    if tail.endswith(markers.think_close):
-        reasoning = "disabled"
-    elif tail.endswith(markers.think_open):
-        reasoning = "prefilled"
-    else:
-        reasoning = "enabled"
+    reasoning = reasoning_after(text, markers.think_open, markers.think_close)
     return ToolPrompt(text, reasoning=reasoning, tools=tools)
 
 

@@ -32,6 +32,7 @@ parsers return it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -39,14 +40,15 @@ import numpy as np
 from toolgrammar.automata.nodes import DEAD
 from toolgrammar.errors import GrammarError
 from toolgrammar.formats import get_format, registered_format
-from toolgrammar.formats.text import partial_suffix
+from toolgrammar.formats.options import reasoning_after
+from toolgrammar.formats.reader import BlockSpan, TurnStreamState
+from toolgrammar.formats.streaming import ArgumentDeltas, PartialCallReader, StreamingError
 from toolgrammar.integrations.vllm import compile_spec
 from toolgrammar.runtime.stops import checked_stops
 from toolgrammar.runtime.token_grammar import TokenGrammar, token_grammar
-from toolgrammar.turn.parser import parse_turn
 
 if TYPE_CHECKING:
-    from toolgrammar.formats.calls import ToolCall, TurnParse
+    from toolgrammar.formats.calls import ToolCall
     from toolgrammar.schema import ToolSet
     from toolgrammar.turn.grammar import TurnGrammar
     from toolgrammar.vocab import Vocabulary
@@ -115,11 +117,13 @@ def constraint_spec(
     mode: str = "schema",
     steer_to_blocks: bool = False,
     lenient: bool = False,
+    reasoning: str | None = None,
 ) -> dict[str, Any]:
     """The logits processor's spec for one chat request, checked by compiling it.
 
-    ``reasoning`` follows the chat template: ``enable_thinking=False`` (Qwen3's switch) renders an empty
-    reasoning part into the prompt, so the turn has none; otherwise the turn may open with one.
+    ``reasoning``: the grammar's option as the rendered prompt reads (:func:`prompt_reasoning`); without it,
+    it follows ``enable_thinking`` (Qwen3's switch: ``False`` renders an empty reasoning part into the prompt,
+    so the turn has none; otherwise the turn may open with one).
     ``steer_to_blocks`` (:mod:`toolgrammar.runtime.steering`) and ``lenient`` (the tools loaded as
     ``load_tools(..., lenient=True)`` loads them) go into the spec only when on.
     Raises :class:`~toolgrammar.errors.ToolgrammarError` (a bad tool, an unknown named tool, ...).
@@ -134,7 +138,7 @@ def constraint_spec(
         "format": format,
         "tool_choice": tool_choice_option(tool_choice),
         "parallel_tool_calls": True if parallel_tool_calls is None else parallel_tool_calls,
-        "reasoning": "disabled" if thinking is False else "enabled",
+        "reasoning": reasoning or ("disabled" if thinking is False else "enabled"),
     }
     for name, value in (("steer_to_blocks", steer_to_blocks), ("lenient", lenient)):
         if not isinstance(value, bool):
@@ -162,6 +166,44 @@ def message_text(content: Any, *, where: str) -> str:
         if kinds <= {"text"}:
             return "".join(str(part.get("text", "")) for part in content)
     raise GrammarError(f"{where}: a prefilled assistant message must be text, got {content!r:.200}")
+
+
+def prompt_reasoning(
+    tokenizer: Any,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    format: str,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    chat_template_kwargs: Mapping[str, Any] | None = None,
+    chat_template: str | None = None,
+) -> str | None:
+    """The grammar's ``reasoning`` option for a chat request, read off its rendered generation prompt
+    (:func:`~toolgrammar.formats.options.reasoning_after`): a template that opens the reasoning part
+    (Qwen3.5, GLM-4.7, DeepSeek-V3.1 with thinking on) starts the turn inside it, one that closes it or never
+    writes one gives a turn without one. The switch a template reads differs (``enable_thinking``,
+    ``thinking``), and so does its default: only the rendered prompt tells. A conversation that ends with an
+    assistant message (a prefill) is read up to that message. ``None`` where the template cannot be rendered
+    here (the caller falls back to ``enable_thinking``).
+    """
+    head = list(messages[:-1]) if messages and messages[-1].get("role") == "assistant" else list(messages)
+    kwargs = dict(chat_template_kwargs or {})
+    if chat_template is not None:
+        kwargs["chat_template"] = chat_template
+    try:
+        prompt = tokenizer.apply_chat_template(head, tools=tools, add_generation_prompt=True, tokenize=False, **kwargs)
+    except Exception:  # a template that cannot render here (a tokenizer without one): no reading
+        return None
+    if not isinstance(prompt, str):
+        return None
+    template = chat_template if chat_template is not None else getattr(tokenizer, "chat_template", None)
+    markers = get_format(format).markers
+    return reasoning_after(
+        prompt,
+        markers.think_open,
+        markers.think_close,
+        enable_thinking=kwargs.get("enable_thinking"),
+        template=template if isinstance(template, str) else None,
+    )
 
 
 def assistant_prefill(
@@ -277,13 +319,13 @@ def check_admission(
         )
 
 
-def _outside_valid_blocks(text: str, parsed: TurnParse, *, start: int = 0) -> str:
-    """``text`` from ``start`` on, less its valid blocks."""
+def _outside_calls(text: str, spans: Sequence[BlockSpan], *, start: int = 0) -> str:
+    """``text`` from ``start`` on, less the blocks that are valid calls and the markup between messages."""
     pieces, at = [], start
-    for block in parsed.blocks:
-        if block.call is not None and block.end > start:
-            pieces.append(text[at : max(block.start, at)])
-            at = block.end
+    for span in spans:
+        if span.end > start and (span.valid or not span.blocks):
+            pieces.append(text[at : max(span.start, at)])
+            at = span.end
     pieces.append(text[at:])
     return "".join(pieces)
 
@@ -292,7 +334,7 @@ class CallExtractor:
     """A whole turn -> ``(content, calls)`` (see the module docstring for what stays in content).
 
     ``prefix``: the text a prefilled assistant message already put into the turn (:func:`assistant_prefill`);
-    the turn parsed is the prefix and the continuation; content comes from the continuation only, and so do the
+    the turn read is the prefix and the continuation; content comes from the continuation only, and so do the
     calls (those whose blocks end after the prefix).
     """
 
@@ -301,82 +343,142 @@ class CallExtractor:
         self.format = get_format(format)
         self.prefix = prefix
 
-    def parse(self, text: str) -> TurnParse:
-        return parse_turn(text, self.tools, format=self.format)
+    def read(self, text: str) -> TurnStreamState[Any]:
+        """The turn reader over the whole of ``text`` (its :attr:`~TurnStreamState.spans` locate every block)."""
+        state = self.format.stream_state(self.tools, read_reasoning=False)
+        state.feed(text)
+        state.finish()
+        return state
 
     def extract(self, text: str) -> tuple[str | None, list[ToolCall]]:
         whole = self.prefix + text
-        parsed = self.parse(whole)
+        spans = self.read(whole).spans
         start = len(self.prefix)
-        content = _outside_valid_blocks(whole, parsed, start=start).strip()
+        content = _outside_calls(whole, spans, start=start).strip()
         # The calls the continuation wrote or finished: a block that ends inside the prefill is the client's own
-        # text, like the prefill's content. (Returning it too made the whole reply hold a call that the stream of
-        # the same turn never sends: StreamingCallExtractor starts after the prefill.)
-        calls = [block.call for block in parsed.blocks if block.call is not None and block.end > start]
+        # text, like the prefill's content.
+        calls = [b.call for span in spans if span.valid and span.end > start for b in span.blocks if b.call]
         return content or None, calls
+
+
+@dataclass(frozen=True)
+class CallDelta:
+    """One piece of a streamed call, as an OpenAI ``delta.tool_calls`` entry carries it."""
+
+    index: int
+    """The call's place among the calls of the turn's continuation, from 0."""
+    name: str | None
+    """The tool's name: on the call's first piece, and only there."""
+    arguments: str
+    """The next fragment of ``function.arguments`` (empty on a first piece that has no argument text yet)."""
 
 
 class StreamingCallExtractor:
     """:class:`CallExtractor` on a turn that arrives in pieces.
 
-    ``feed(delta)`` returns the content that became final and the calls whose blocks closed;
-    ``finish()`` returns the rest. Content and calls of a stream add up to ``extract(whole turn)``.
-    What waits: a block until it closes as a valid call (a block that is not one goes to content,
-    verbatim, when the turn ends), text that may be the start of the block opener, and trailing
-    whitespace (it may be the end of the turn).
-    Re-parsing happens only while a block is open: text with no opener in it passes straight through.
+    ``feed(delta)`` returns the content that became final and the :class:`CallDelta` pieces of the calls;
+    ``finish()`` returns the rest; :attr:`calls` holds the calls whose blocks have closed. Content and calls of
+    a stream add up to ``extract(whole turn)``, for every chunking.
+
+    With ``stream_arguments`` (what a constrained turn gets: the grammar admits only prefixes of valid calls),
+    a call's first piece comes once its name is complete, then ``arguments`` fragments as the block grows
+    (:class:`~toolgrammar.formats.streaming.PartialCallReader`): each one final, their concatenation the
+    call's ``arguments_json()``. Without it, a call arrives whole, in one piece, once its block closes as a
+    valid call; a block that is not one goes to content, verbatim (a fragment already sent cannot be taken
+    back, so only a constrained stream should stream arguments).
+
+    What waits: text that may be the start of a block opener, and trailing whitespace (it may be the end of
+    the turn). The turn is read once, incrementally (:class:`~toolgrammar.formats.reader.TurnStreamState`,
+    with reasoning left in content), so a turn costs time linear in its length however it is split.
     """
 
-    def __init__(self, tools: ToolSet, *, format: str = "hermes", prefix: str = "") -> None:
-        self._extractor = CallExtractor(tools, format=format)
-        self._opener = self._extractor.format.markers.block_open
-        self._text = prefix
+    def __init__(
+        self, tools: ToolSet, *, format: str = "hermes", prefix: str = "", stream_arguments: bool = False
+    ) -> None:
+        self.format = get_format(format)
+        self.tools = tools
+        self.stream_arguments = stream_arguments
+        self._state = self.format.stream_state(tools, read_reasoning=False)
+        self._state.feed(prefix)
+        self._prefix_len = len(prefix)
         self._pos = len(prefix)
-        """Characters of the turn already emitted (as content or as a call)."""
-        # A prefill that ends inside the opener ("<tool_") opens a block too: the opener then straddles the
-        # emitted position, and a search of the new text alone would never find it (the stream used to send
-        # the whole call as content, where the non-streamed reply has it as a call).
-        self._prefilled_block = self._opener in prefix or partial_suffix(prefix, self._opener, 0) > 0
-        """The prefill opened a block, or began its opener (it may still be open): parse at every step."""
+        """Characters of the turn already emitted (as content or as calls) or left behind as markup."""
+        self._spans_read = 0
+        self._reader: PartialCallReader | None = None
+        self._reader_at = -1
+        """Where the block the reader reads starts."""
+        self._streams: list[ArgumentDeltas] = []
+        """One per call begun in the open block."""
         self._started = False
         """Whether non-whitespace content has been emitted (leading whitespace is dropped)."""
         self._held_space = ""
         self.calls: list[ToolCall] = []
 
-    def feed(self, delta: str) -> tuple[str, list[ToolCall]]:
-        self._text += delta
+    def feed(self, delta: str) -> tuple[str, list[CallDelta]]:
+        self._state.feed(delta)
         return self._advance(final=False)
 
-    def finish(self) -> tuple[str, list[ToolCall]]:
+    def finish(self) -> tuple[str, list[CallDelta]]:
+        self._state.finish()
         return self._advance(final=True)
 
-    def _advance(self, *, final: bool) -> tuple[str, list[ToolCall]]:
-        text, start = self._text, self._pos
-        # Text that may be the start of the opener waits; with a prefill that ends inside the opener that start lies
-        # before ``start``, and everything since waits (measured from ``start`` it would go out as content).
-        stop = len(text) if final else max(start, len(text) - partial_suffix(text, self._opener, 0))
-        spans: list[tuple[int, int, ToolCall]] = []
-        if self._prefilled_block or self._opener in text[start:]:
-            parsed = self._extractor.parse(text)
-            for block in parsed.blocks:
-                if block.end <= start:
-                    continue
-                # Only a valid block is settled before the turn ends: the strict reader may still move the
-                # end of an invalid one (a closer inside a string that is not finished yet).
-                if not final and (block.call is None or block.end > stop):
-                    stop = min(stop, block.start)
-                    break
-                if block.call is not None:
-                    spans.append((block.start, block.end, block.call))
-        pieces, at, calls = [], start, []
-        for begin, end, call in spans:
-            pieces.append(text[at:begin])
-            calls.append(call)
-            at = end
-        pieces.append(text[at:stop])
-        self._pos = max(stop, at)
-        self.calls.extend(calls)
-        return self._content("".join(pieces), final=final), calls
+    def _advance(self, *, final: bool) -> tuple[str, list[CallDelta]]:
+        state, text = self._state, self._state.text
+        pieces: list[str] = []
+        out: list[CallDelta] = []
+        for span in state.spans[self._spans_read :]:
+            self._spans_read += 1
+            if span.end <= self._prefix_len or not (span.valid or not span.blocks):
+                continue  # the prefill's own, or not a call: text (content takes it below)
+            pieces.append(text[self._pos : max(span.start, self._pos)])
+            self._pos = span.end
+            if span.blocks:
+                out.extend(self._close(span))
+        open_at = state.open_block
+        upto = len(text) if final else (open_at if open_at is not None else state.settled)
+        if upto > self._pos:
+            pieces.append(text[self._pos : upto])
+            self._pos = upto
+        if open_at is not None and self.stream_arguments:
+            out.extend(self._grow(open_at, text))
+        return self._content("".join(pieces), final=final), out
+
+    def _grow(self, start: int, text: str) -> list[CallDelta]:
+        """The new pieces of the calls of the block open at ``start``."""
+        if self._reader is None or self._reader_at != start:
+            self._reader, self._reader_at, self._streams = PartialCallReader(self.format, self.tools), start, []
+        out = []
+        for i, partial in enumerate(self._reader.read(text[start:])):
+            if i == len(self._streams):
+                self._streams.append(ArgumentDeltas())
+            stream = self._streams[i]
+            fragment = stream.feed(partial)
+            name = stream.name_delta()
+            if name is not None or fragment:
+                out.append(CallDelta(len(self.calls) + i, name, fragment))
+        return out
+
+    def _close(self, span: BlockSpan) -> list[CallDelta]:
+        """The rest of each call of a block that closed as valid calls."""
+        streams = self._streams if self._reader is not None and self._reader_at == span.start else []
+        self._reader, self._reader_at, self._streams = None, -1, []
+        out = []
+        for i, block in enumerate(span.blocks):
+            call = block.call
+            assert call is not None  # a valid span
+            arguments = call.arguments_json()
+            stream = streams[i] if i < len(streams) else ArgumentDeltas()
+            if stream.name not in (None, call.name) or not arguments.startswith(stream.sent):
+                raise StreamingError(
+                    f"the streamed call {stream.name!r} {stream.sent[-40:]!r} is not a prefix of the call the block "
+                    f"holds, {call.name!r} {arguments[-40:]!r}"
+                )
+            stream.name = call.name
+            name = stream.name_delta()
+            if name is not None or len(arguments) > len(stream.sent):
+                out.append(CallDelta(len(self.calls), name, arguments[len(stream.sent) :]))
+            self.calls.append(call)
+        return out
 
     def _content(self, new: str, *, final: bool) -> str:
         if not self._started:
@@ -397,6 +499,7 @@ class StreamingCallExtractor:
 
 
 __all__ = [
+    "CallDelta",
     "CallExtractor",
     "StreamingCallExtractor",
     "assistant_prefill",
@@ -405,5 +508,6 @@ __all__ = [
     "constraint_spec",
     "message_text",
     "min_tokens_limit",
+    "prompt_reasoning",
     "tool_choice_option",
 ]

@@ -51,9 +51,17 @@ def load_qwen35_tokenizer() -> Any:
 
 
 def vocabulary_of(tokenizer: Any) -> Vocabulary:
-    """The :class:`~toolgrammar.vocab.Vocabulary` of a transformers tokenizer, built once per tokenizer object."""
+    """The :class:`~toolgrammar.vocab.Vocabulary` of a transformers tokenizer, built once per tokenizer object.
+
+    Also vLLM's ``MistralTokenizer`` (``--tokenizer-mode mistral``): read from the tekken or sentencepiece file
+    mistral-common loaded (:func:`~toolgrammar.formats.mistral.vocab.mistral_common_vocabulary`).
+    """
+    from toolgrammar.formats.mistral.vocab import is_mistral_common_tokenizer, mistral_common_vocabulary
+
     if isinstance(tokenizer, Vocabulary):
         return tokenizer
+    if is_mistral_common_tokenizer(tokenizer):
+        return mistral_common_vocabulary(tokenizer)
     key = id(tokenizer)
     hit = _vocabularies.get(key)
     if hit is not None and hit[0]() is tokenizer:

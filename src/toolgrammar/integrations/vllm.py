@@ -78,6 +78,7 @@ from toolgrammar.automata.nodes import DEAD
 from toolgrammar.errors import GrammarError, ProcessorError, ToolgrammarError
 from toolgrammar.formats import registered_format
 from toolgrammar.formats.options import GrammarOptions
+from toolgrammar.integrations.tokenizers import vocabulary_of
 from toolgrammar.runtime.closing import close_row, follow, log_sum, stop_ids
 from toolgrammar.runtime.cursor import Cursor
 from toolgrammar.runtime.steering import CallPoints, call_openers, steer_row
@@ -709,7 +710,7 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
             tokenizer = cached_tokenizer_from_config(self.model_config)
             if tokenizer is None:
                 raise ProcessorError("the engine runs with skip_tokenizer_init, so there is no vocabulary to mask")
-            vocab = Vocabulary.from_hf(tokenizer)
+            vocab = vocabulary_of(tokenizer)  # a transformers tokenizer, or vLLM's MistralTokenizer
         except ToolgrammarError as error:
             self._vocab_error = str(error)
             raise

@@ -22,8 +22,10 @@ request's own ``tools``, ``tool_choice`` (``auto``, ``required``, a named functi
 is an HTTP 400 naming the tool and the JSON pointer), and hands it to the logits processor through
 the request's ``extra_args``. The processor takes the request's ``max_tokens`` as the budget: a block
 that has started closes within it. The model's turn is parsed by toolgrammar's strict parser into
-``tool_calls`` (non-streaming and streaming; in a stream each call arrives whole, in one chunk, once
-its block has closed) and ``content`` (:mod:`toolgrammar.integrations.serving`).
+``tool_calls`` and ``content`` (:mod:`toolgrammar.integrations.serving`). In a stream a call arrives the
+OpenAI way: its first delta carries its index, id, type and name as soon as the name is complete, then
+``function.arguments`` fragments as the block is written, each one final (the grammar admits only prefixes
+of valid calls), their concatenation the non-streamed call's arguments byte for byte.
 
 What vLLM decides, not this plugin:
 
@@ -69,21 +71,24 @@ from vllm.entrypoints.generate.base.protocol import (
 from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 from vllm.renderers.chat_utils import make_tool_call_id
 from vllm.tool_parsers.abstract_tool_parser import ToolParser, ToolParserManager
+from vllm.tool_parsers.gptoss_tool_parser import GptOssToolParser
 
 from toolgrammar.errors import ToolgrammarError
 from toolgrammar.formats import get_format
-from toolgrammar.formats.calls import ToolCall as TurnCall
+from toolgrammar.formats.gpt_oss import GptOssFormat
 from toolgrammar.integrations.serving import (
     LENIENT_ENV,
     LENIENT_XARG,
     STEER_ENV,
     STEER_XARG,
+    CallDelta,
     CallExtractor,
     StreamingCallExtractor,
     assistant_prefill,
     check_admission,
     compiled_turn,
     constraint_spec,
+    prompt_reasoning,
     request_setting,
 )
 from toolgrammar.integrations.tokenizers import vocabulary_of
@@ -112,7 +117,8 @@ class ToolgrammarToolParser(ToolParser):
         super().__init__(tokenizer, tools)
         self._stream: StreamingCallExtractor | None = None
         self._passthrough = False
-        self._n_streamed = 0
+        self._ids: list[str] = []
+        """The id of each call streamed, by index."""
 
     # -- request -----------------------------------------------------------------------------------
 
@@ -128,6 +134,13 @@ class ToolgrammarToolParser(ToolParser):
                     type(request).__name__,
                 )
             return request
+        if getattr(request, "_grammar_from_parser", False):
+            # vLLM's Mistral parser (a Mistral tokenizer with --reasoning-parser mistral) put its own tool-call grammar
+            # into the request before this runs, folding in any response_format: two constraints would fight.
+            raise ValueError(
+                "toolgrammar: vLLM's Mistral parser added its own tool-call grammar to this request; start the server "
+                "without --reasoning-parser mistral (the toolgrammar parser reads [THINK] reasoning itself)"
+            )
         if request.structured_outputs is not None or _constrains_format(request.response_format):
             raise ValueError(
                 "toolgrammar: this server constrains tool calls; a request with tools cannot also set "
@@ -165,10 +178,9 @@ class ToolgrammarToolParser(ToolParser):
         if request.stop_token_ids:
             spec["stop_token_ids"] = list(request.stop_token_ids)
         if getattr(request, "continue_final_message", False):
-            messages = [m if isinstance(m, Mapping) else m.model_dump(exclude_none=True) for m in request.messages]
             prefix = assistant_prefill(
                 self.model_tokenizer,
-                messages,
+                _messages(request),
                 tools=spec["tools"],
                 chat_template_kwargs=request.chat_template_kwargs,
                 chat_template=request.chat_template,
@@ -204,27 +216,44 @@ class ToolgrammarToolParser(ToolParser):
         tool_choice = request.tool_choice
         if hasattr(tool_choice, "model_dump"):
             tool_choice = tool_choice.model_dump()
+        tools = [tool.model_dump(exclude_none=True) for tool in request.tools]
+        reasoning = prompt_reasoning(
+            self.model_tokenizer,
+            _messages(request),
+            format=self.format_name,
+            tools=tools,
+            chat_template_kwargs=request.chat_template_kwargs,
+            chat_template=request.chat_template,
+        )
         return constraint_spec(
-            [tool.model_dump(exclude_none=True) for tool in request.tools],
+            tools,
             format=self.format_name,
             tool_choice=tool_choice,
             parallel_tool_calls=request.parallel_tool_calls,
             chat_template_kwargs=request.chat_template_kwargs,
             steer_to_blocks=request_setting(xargs, os.environ, STEER_XARG, STEER_ENV),
             lenient=request_setting(xargs, os.environ, LENIENT_XARG, LENIENT_ENV),
+            reasoning=reasoning,
         )
 
     def _extractor(self, request: Any, streaming: bool) -> CallExtractor | StreamingCallExtractor | None:
         if not request.tools or request.tool_choice == "none":
             return None
+        adjusted = _adjusted_spec(request)
         try:
-            spec = _adjusted_spec(request) or self._spec(request)
+            spec = adjusted or self._spec(request)
             tools = compiled_turn(spec).tools
         except ToolgrammarError as error:  # adjust_request refused it already; this is a request it never saw
             logger.error("toolgrammar: cannot parse this request's tool calls: %s", error)
             return None
-        cls = StreamingCallExtractor if streaming else CallExtractor
-        return cls(tools, format=self.format_name, prefix=spec.get("assistant_prefix", ""))
+        prefix = spec.get("assistant_prefix", "")
+        if not streaming:
+            return CallExtractor(tools, format=self.format_name, prefix=prefix)
+        # Argument fragments cannot be taken back: only a constrained turn (adjust_request gave the processor its
+        # spec, so every block closes as a valid call) streams them; any other arrives whole as its block closes.
+        return StreamingCallExtractor(
+            tools, format=self.format_name, prefix=prefix, stream_arguments=adjusted is not None
+        )
 
     # -- whole turn ----------------------------------------------------------------------------------
 
@@ -268,26 +297,32 @@ class ToolgrammarToolParser(ToolParser):
             return None
         return self._delta(*self._stream.finish())
 
-    def _delta(self, content: str, calls: list[TurnCall]) -> DeltaMessage | None:
-        if not content and not calls:
+    def _delta(self, content: str, pieces: list[CallDelta]) -> DeltaMessage | None:
+        if not content and not pieces:
             return None
         deltas = []
-        for call in calls:
-            arguments = call.arguments_json()
-            # vLLM's end-of-stream bookkeeping compares these to find arguments not yet sent: all were.
-            self.prev_tool_call_arr.append({"name": call.name, "arguments": arguments})
-            self.streamed_args_for_tool.append(arguments)
-            deltas.append(
-                DeltaToolCall(
-                    index=self._n_streamed,
-                    id=make_tool_call_id(),
-                    type="function",
-                    function=DeltaFunctionCall(name=call.name, arguments=arguments),
-                )
-            )
-            self._n_streamed += 1
-        self.current_tool_id = self._n_streamed - 1
+        for piece in pieces:
+            if piece.name is not None:  # a call's first piece: its index, id, type and name
+                self._ids.append(make_tool_call_id())
+                self.prev_tool_call_arr.append({"name": piece.name, "arguments": ""})
+                self.streamed_args_for_tool.append("")
+                function = DeltaFunctionCall(name=piece.name, arguments=piece.arguments)
+                call_id = self._ids[piece.index]
+                deltas.append(DeltaToolCall(index=piece.index, id=call_id, type="function", function=function))
+            else:
+                deltas.append(DeltaToolCall(index=piece.index, function=DeltaFunctionCall(arguments=piece.arguments)))
+            # vLLM's end-of-stream bookkeeping sends what prev_tool_call_arr holds beyond streamed_args_for_tool:
+            # every fragment is final and sent, so the two stay equal.
+            self.streamed_args_for_tool[piece.index] += piece.arguments
+            self.prev_tool_call_arr[piece.index]["arguments"] = self.streamed_args_for_tool[piece.index]
+        if pieces:
+            self.current_tool_id = pieces[-1].index
         return DeltaMessage(content=content or None, tool_calls=deltas)
+
+
+def _messages(request: Any) -> list[Mapping[str, Any]]:
+    """The request's messages as the mappings a chat template reads."""
+    return [m if isinstance(m, Mapping) else m.model_dump(exclude_none=True) for m in request.messages]
 
 
 def _adjusted_spec(request: Any) -> dict[str, Any] | None:
@@ -307,6 +342,15 @@ def _constrains_format(response_format: Any) -> bool:
     return response_format is not None and kind not in (None, "text")
 
 
+def _bases(format_name: str) -> tuple[type, ...]:
+    """The parser class's bases. vLLM reads a gpt-oss (harmony) turn with its own token-level parser and takes
+    only a ``GptOssToolParser`` beside it (``HarmonyParser``): there this parser's part is the constraint
+    (``adjust_request``), and the calls come from harmony's parser."""
+    if isinstance(get_format(format_name), GptOssFormat):
+        return (ToolgrammarToolParser, GptOssToolParser)
+    return (ToolgrammarToolParser,)
+
+
 def _parser_classes() -> dict[str, type[ToolgrammarToolParser]]:
     """One parser class per registered format (:func:`toolgrammar.integrations.vllm_plugin.tool_parsers`),
     registered with vLLM under its ``toolgrammar_<format>`` name and bound in this module under its class name
@@ -315,7 +359,7 @@ def _parser_classes() -> dict[str, type[ToolgrammarToolParser]]:
     for name, (format_name, class_name) in tool_parsers().items():
         cls = type(
             class_name,
-            (ToolgrammarToolParser,),
+            _bases(format_name),
             {
                 "format_name": format_name,
                 "__doc__": f"``--tool-call-parser {name}``: the {format_name!r} format "
@@ -339,7 +383,7 @@ def __getattr__(name: str) -> type[ToolgrammarToolParser]:
         if class_name == name:
             cls = PARSER_CLASSES.get(class_name)
             if cls is None:
-                cls = type(class_name, (ToolgrammarToolParser,), {"format_name": format_name, "__module__": __name__})
+                cls = type(class_name, _bases(format_name), {"format_name": format_name, "__module__": __name__})
                 ToolParserManager.register_module(parser)(cls)
                 PARSER_CLASSES[class_name] = cls
             return cls

@@ -1,10 +1,11 @@
 """Applying cached state masks to a batch of logits (torch), shared by the transformers and vLLM adapters.
 
-One batched operation per mask kind, whatever the batch size: the banned ids of every row in one
-``index_fill_`` over the flattened logits; the allowed ids of every row by saving their logits
-(``index_select``), filling those rows with ``-inf`` and copying the saved logits back. Each
-mask's id array goes to the device once and stays there (masks are cached by the grammar, so the set
-is small). Columns from ``n_tokens`` on (padding beyond the tokenizer) are always masked.
+One batched operation per mask kind, whatever the batch size: the banned ids of every row (and the
+padding columns from ``n_tokens`` on, always masked) in one ``index_fill_`` over the flattened logits;
+the allowed ids of every row by saving their logits (``index_select``), filling those rows with
+``-inf`` and copying the saved logits back. The batch's ids are assembled on the host (numpy, each
+row's cached mask plus its row offset) and sent to the device in one transfer; a single row uses the
+mask's id array, sent once and kept on the device (masks are cached by the grammar, so the set is small).
 Why not a boolean mask or a bitmask: on a fresh scores tensor, ``masked_fill_`` over all 151,936
 columns costs several times an ``index_fill_`` of a few thousand ids (270 vs 39 µs, the
 floors of ``bench/anchors.py``).
@@ -33,14 +34,14 @@ class MaskApplier:
     def __init__(self) -> None:
         self._ids: dict[tuple[int, Any], torch.Tensor] = {}
         self._keep: dict[int, object] = {}  # keeps each array alive, so its id() is never reused
-        self._with_padding: dict[tuple[int, int], np.ndarray] = {}
+        self._with_padding: dict[tuple[int, int, int], np.ndarray] = {}
 
     def const(self, arr: np.ndarray, device: torch.device) -> torch.Tensor:
         """``arr`` (an id array: a mask's, a grammar's closing tokens) on ``device``, sent once and kept."""
         key = (id(arr), device)
         t = self._ids.get(key)
         if t is None:
-            t = torch.from_numpy(arr).to(device)
+            t = _device_ids(arr, device)
             self._ids[key] = t
             self._keep[id(arr)] = arr
         return t
@@ -56,33 +57,56 @@ class MaskApplier:
                 row[n_tokens:] = NEG_INF
             self.apply_row(row, masks[0])
             return
-        device = logits.device
-        if width > n_tokens:
-            if len(rows) == logits.shape[0]:
-                logits[:, n_tokens:] = NEG_INF
-            else:
-                logits[torch.tensor(list(rows), device=device), n_tokens:] = NEG_INF
-        if not logits.is_contiguous():  # rare: a view; fall back to one row at a time
+        if not logits.is_contiguous():  # rare: a view; one row at a time
             for r, m in zip(rows, masks, strict=True):
-                self.apply_row(logits[r], m)
+                row = logits[r]
+                if width > n_tokens:
+                    row[n_tokens:] = NEG_INF
+                self.apply_row(row, m)
             return
-        flat = logits.view(-1)
-        banned, allowed, allowed_rows = [], [], []
+        # The whole batch's ids in one host array, sent in one transfer: banned ids (and padding columns) with
+        # their rows' offsets, then allowed ids, then the rows those belong to. Four device operations follow,
+        # however many rows there are (an index built per row on the device is a kernel launch per row).
+        banned: list[np.ndarray] = []
+        allowed: list[np.ndarray] = []
+        allowed_rows: list[int] = []
         for r, m in zip(rows, masks, strict=True):
-            if m.all_allowed:
-                continue
-            if m.banned is not None:
-                banned.append(self.const(m.banned, device) + r * width)
+            base = r * width
+            if m.banned is not None or m.all_allowed:
+                ids = self._banned_with_padding(m, width, n_tokens)
+                if len(ids):
+                    banned.append(ids + base)
             else:
-                allowed.append(self.const(m.allowed, device) + r * width)
+                assert m.allowed is not None
+                allowed.append(m.allowed + base)
                 allowed_rows.append(r)
-        if banned:
-            flat.index_fill_(0, banned[0] if len(banned) == 1 else torch.cat(banned), NEG_INF)
-        if allowed:
-            idx = allowed[0] if len(allowed) == 1 else torch.cat(allowed)
+        n_banned = sum(len(ids) for ids in banned)
+        n_allowed = sum(len(ids) for ids in allowed)
+        if not n_banned and not allowed_rows:
+            return
+        host = np.concatenate([*banned, *allowed, np.asarray(allowed_rows, dtype=np.int64)])
+        ids = _to_device(host, logits.device)
+        flat = logits.view(-1)
+        if n_banned:
+            flat.index_fill_(0, ids[:n_banned], NEG_INF)
+        if allowed_rows:
+            idx = ids[n_banned : n_banned + n_allowed]
             kept = flat.index_select(0, idx)
-            logits.index_fill_(0, torch.tensor(allowed_rows, device=device), NEG_INF)
+            logits.index_fill_(0, ids[n_banned + n_allowed :], NEG_INF)
             flat.index_copy_(0, idx, kept)
+
+    def _banned_with_padding(self, m: StateMask, width: int, n_tokens: int) -> np.ndarray:
+        """A banned (or all-allowed) mask's ids and the padding columns ``n_tokens..width``, cached per mask."""
+        key = (id(m.banned) if m.banned is not None else -1, width, n_tokens)
+        ids = self._with_padding.get(key)
+        if ids is None:
+            ids = m.banned if m.banned is not None else np.empty(0, dtype=np.int64)
+            if width > n_tokens:
+                ids = np.concatenate([ids, np.arange(n_tokens, width, dtype=np.int64)])
+            self._with_padding[key] = ids
+            if m.banned is not None:
+                self._keep[id(m.banned)] = m
+        return ids
 
     def apply_row(self, row: torch.Tensor, m: StateMask) -> None:
         """Mask one row (a 1-D view)."""
@@ -107,15 +131,7 @@ class MaskApplier:
             if width > n_tokens:
                 row[n_tokens:] = NEG_INF
         elif m.banned is not None:
-            key = (id(m.banned), width)
-            ids = self._with_padding.get(key)
-            if ids is None:
-                ids = m.banned
-                if width > n_tokens:
-                    ids = np.concatenate([ids, np.arange(n_tokens, width, dtype=ids.dtype)])
-                self._with_padding[key] = ids
-                self._keep[id(m.banned)] = m
-            row[ids] = NEG_INF
+            row[self._banned_with_padding(m, width, n_tokens)] = NEG_INF
         else:
             kept = row[m.allowed]
             row.fill(NEG_INF)
@@ -262,6 +278,15 @@ class MaskApplier:
                 write_values, dtype=logits.dtype, device=device
             )
         return out
+
+
+def _to_device(host: np.ndarray, device: torch.device) -> torch.Tensor:
+    """``host`` (a fresh int64 array) on ``device``: shared memory on the CPU; else one copy from pinned memory
+    that does not wait for the device (the operations that read it are queued after it)."""
+    t = torch.from_numpy(host)
+    if device.type == "cpu":
+        return t
+    return t.pin_memory().to(device, non_blocking=True)
 
 
 def _device_ids(ids: np.ndarray, device: torch.device) -> torch.Tensor:

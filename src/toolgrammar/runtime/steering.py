@@ -101,21 +101,13 @@ def opener_tokens(vocab: Vocabulary, block_open: str) -> list[int]:
     whole = vocab.token_id(data)
     if whole is not None and whole not in control:
         return [whole]
-    out: list[int] = []
-    i = 0
-    while i < len(data):
-        for j in range(len(data), i, -1):
-            tid = vocab.token_id(data[i:j])
-            if tid is not None and tid not in control:
-                out.append(tid)
-                i = j
-                break
-        else:
-            raise ProcessorError(
-                f"steer_to_blocks cannot spell the block opener {block_open!r} with the tokens of {vocab.name!r}: "
-                f"no token starts with byte {data[i]:#x}; turn steering off for this tokenizer"
-            )
-    return out
+    got = vocab.greedy_token_ids(data, exclude=control)
+    if isinstance(got, int):
+        raise ProcessorError(
+            f"steer_to_blocks cannot spell the block opener {block_open!r} with the tokens of {vocab.name!r}: "
+            f"no token starts with byte {data[got]:#x}; turn steering off for this tokenizer"
+        )
+    return got
 
 
 def call_openers(vocab: Vocabulary, block_open: str) -> CallOpeners:

@@ -216,24 +216,11 @@ class TokenGrammar:
     def _greedy_tokens(self, data: bytes) -> list[int]:
         """``data`` cut into the longest tokens first (every byte is a token in byte-level vocabularies)."""
         got = self.table.greedy_pieces(data)
+        if got is None:  # no native core: the same cut in Python
+            got = self.vocab.greedy_token_ids(data, exclude=self.vocab.special_ids, max_len=32)
         if isinstance(got, int):
             raise TokenizerError(f"byte {data[got]:#x} is not a token of {self.vocab.name!r}")
-        if got is not None:
-            return got
-        id_of = self.table.id_of_bytes
-        special = self.vocab.special_ids
-        out: list[int] = []
-        i = 0
-        while i < len(data):
-            for j in range(min(len(data), i + 32), i, -1):
-                tid = id_of.get(data[i:j])
-                if tid is not None and tid not in special:
-                    out.append(tid)
-                    i = j
-                    break
-            else:
-                raise TokenizerError(f"byte {data[i]:#x} is not a token of {self.vocab.name!r}")
-        return out
+        return got
 
     def _weigh(self, stub: int, witness: bytes) -> None:
         """A stub's weight: its tail's shortest string cut into real tokens (kept: they join the walk of

@@ -24,6 +24,7 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from itertools import accumulate, pairwise
 from pathlib import Path
@@ -174,6 +175,27 @@ class Vocabulary:
         ``"<|im_end|>"``), or ``None``. Bytes are accepted too, for UTF-8 fragments."""
         key = text.encode("utf-8") if isinstance(text, str) else bytes(text)
         return self._id_of_bytes.get(key)
+
+    def greedy_token_ids(
+        self, data: bytes, *, exclude: AbstractSet[int] = frozenset(), max_len: int = 0
+    ) -> list[int] | int:
+        """``data`` cut into the longest tokens first, leaving out the ids in ``exclude`` (special tokens: a
+        literal is text, never a control token): the ids, or the position of a byte that starts no such token.
+        ``max_len`` bounds a token's length in bytes (0: no bound)."""
+        id_of = self._id_of_bytes
+        out: list[int] = []
+        i = 0
+        while i < len(data):
+            longest = min(len(data), i + max_len) if max_len else len(data)
+            for j in range(longest, i, -1):
+                tid = id_of.get(data[i:j])
+                if tid is not None and tid not in exclude:
+                    out.append(tid)
+                    i = j
+                    break
+            else:
+                return i
+        return out
 
     def decode(self, ids: Iterable[int]) -> bytes:
         """The bytes of a token sequence (control tokens included, as their literal text)."""

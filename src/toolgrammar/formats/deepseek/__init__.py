@@ -72,7 +72,8 @@ _NAME = re.compile(
 
 
 class DeepSeekV41Format(ToolCallFormat):
-    """One DeepSeek sub-format (subclasses set :attr:`variant_key`); this one is V4.1."""
+    """DeepSeek-V4.1: a ``<｜DSML｜ calls>`` section (the other DeepSeek sub-formats subclass it, setting
+    :attr:`variant_key`)."""
 
     name: ClassVar[str] = "deepseek-v4.1"
     variant_key: ClassVar[str] = "v41"
@@ -193,24 +194,32 @@ class DeepSeekFormat(DeepSeekV41Format):
 
 
 class DeepSeekV4Format(DeepSeekV41Format):
+    """DeepSeek-V4: a ``<｜DSML｜tool_calls>`` section of ``invoke``/``parameter`` elements."""
+
     name: ClassVar[str] = "deepseek-v4"
     variant_key: ClassVar[str] = "v4"
     markers: ClassVar[Markers] = variant_markers(variants()["v4"])
 
 
 class DeepSeekV32Format(DeepSeekV41Format):
+    """DeepSeek-V3.2: a ``<｜DSML｜function_calls>`` section of ``invoke``/``parameter`` elements."""
+
     name: ClassVar[str] = "deepseek-v3.2"
     variant_key: ClassVar[str] = "v32"
     markers: ClassVar[Markers] = variant_markers(variants()["v32"])
 
 
 class DeepSeekV31Format(DeepSeekV41Format):
+    """DeepSeek-V3.1: ``NAME<｜tool▁sep｜>{json}`` calls in a ``<｜tool▁calls▁begin｜>`` section."""
+
     name: ClassVar[str] = "deepseek-v3.1"
     variant_key: ClassVar[str] = "v31"
     markers: ClassVar[Markers] = variant_markers(variants()["v31"])
 
 
 class DeepSeekV3Format(DeepSeekV41Format):
+    """DeepSeek-V3 and R1: ``function<｜tool▁sep｜>NAME`` and a fenced JSON block per call, in one section."""
+
     name: ClassVar[str] = "deepseek-v3"
     variant_key: ClassVar[str] = "v3"
     markers: ClassVar[Markers] = variant_markers(variants()["v3"])

@@ -16,7 +16,10 @@ from __future__ import annotations
 import base64
 import json
 from functools import cache
+from pathlib import Path
+from typing import Any
 
+from toolgrammar.errors import TokenizerError
 from toolgrammar.packages import package_file
 from toolgrammar.vocab import Vocabulary
 
@@ -62,7 +65,10 @@ EOS = ("</s>",)
 @cache
 def tekken_vocabulary() -> Vocabulary:
     """The tekken v11/v13 vocabulary (131,072 ids), built once per process."""
-    path = package_file("mistral_common", PIP, *TEKKEN_FILE)
+    return _tekken(package_file("mistral_common", PIP, *TEKKEN_FILE), "mistral-tekken-131k")
+
+
+def _tekken(path: Path, name: str) -> Vocabulary:
     data = json.loads(path.read_text(encoding="utf-8"))
     config = data["config"]
     n_special = int(config["default_num_special_tokens"])
@@ -76,9 +82,7 @@ def tekken_vocabulary() -> Vocabulary:
         if text in MARKERS:
             special.discard(i)
     eos = {i for i, text in TEKKEN_CONTROL.items() if text in EOS}
-    return Vocabulary(
-        "mistral-tekken-131k", tuple(table), frozenset(special), frozenset(eos), frozenset(range(n_special))
-    )
+    return Vocabulary(name, tuple(table), frozenset(special), frozenset(eos), frozenset(range(n_special)))
 
 
 def _varint(data: bytes, i: int) -> tuple[int, int]:
@@ -122,7 +126,10 @@ def sentencepiece_v3_vocabulary() -> Vocabulary:
     A piece's bytes: ``▁`` -> a space (so the first word of a turn carries a leading space, as the
     model writes it), ``<0xNN>`` byte pieces -> that byte, control and unknown pieces -> their text.
     """
-    path = package_file("mistral_common", PIP, *SENTENCEPIECE_V3_FILE)
+    return _sentencepiece(package_file("mistral_common", PIP, *SENTENCEPIECE_V3_FILE), "mistral-v3-32k")
+
+
+def _sentencepiece(path: Path, name: str) -> Vocabulary:
     table: list[bytes] = []
     special: set[int] = set()
     added: set[int] = set()
@@ -148,7 +155,47 @@ def sentencepiece_v3_vocabulary() -> Vocabulary:
             if kind == USER_DEFINED:
                 added.add(i)
     eos = {i for i, b in enumerate(table) if b.decode("utf-8", "replace") in EOS and i in added}
-    return Vocabulary("mistral-v3-32k", tuple(table), frozenset(special), frozenset(eos), frozenset(added))
+    return Vocabulary(name, tuple(table), frozenset(special), frozenset(eos), frozenset(added))
 
 
-__all__ = ["MARKERS", "TEKKEN_CONTROL", "sentencepiece_v3_vocabulary", "tekken_vocabulary"]
+def is_mistral_common_tokenizer(tokenizer: Any) -> bool:
+    """Whether ``tokenizer`` is vLLM's ``MistralTokenizer`` (``--tokenizer-mode mistral``), which wraps
+    mistral-common's own tokenizer rather than a transformers one."""
+    return bool(getattr(tokenizer, "IS_MISTRAL_TOKENIZER", False)) and hasattr(tokenizer, "instruct")
+
+
+def mistral_common_vocabulary(tokenizer: Any) -> Vocabulary:
+    """The vocabulary of vLLM's ``MistralTokenizer``, read from the file mistral-common loaded (a tekken
+    ``.json`` or a sentencepiece ``.model``), as :func:`tekken_vocabulary` and
+    :func:`sentencepiece_v3_vocabulary` read mistral-common's bundled copies (built once per file)."""
+    inner = tokenizer.instruct.tokenizer
+    path = Path(getattr(inner, "file_path", "") or "")
+    if not path.is_file():
+        raise TokenizerError(f"cannot find the file of mistral-common tokenizer {type(inner).__name__}")
+    return mistral_file_vocabulary(str(path.resolve()))
+
+
+@cache
+def mistral_file_vocabulary(path: str) -> Vocabulary:
+    """The vocabulary of a mistral-common tokenizer file: tekken (``.json``) or sentencepiece (anything else)."""
+    tekken = path.endswith(".json")
+    bundled = {
+        package_file("mistral_common", PIP, *TEKKEN_FILE).resolve(): tekken_vocabulary,
+        package_file("mistral_common", PIP, *SENTENCEPIECE_V3_FILE).resolve(): sentencepiece_v3_vocabulary,
+    }
+    for file, read in bundled.items():
+        if Path(path).read_bytes() == file.read_bytes():
+            return read()
+    name = f"mistral-{'tekken' if tekken else 'spm'}-{Path(path).name}"
+    return _tekken(Path(path), name) if tekken else _sentencepiece(Path(path), name)
+
+
+__all__ = [
+    "MARKERS",
+    "TEKKEN_CONTROL",
+    "is_mistral_common_tokenizer",
+    "mistral_common_vocabulary",
+    "mistral_file_vocabulary",
+    "sentencepiece_v3_vocabulary",
+    "tekken_vocabulary",
+]
