@@ -19,7 +19,7 @@ import importlib.util  # noqa: E402
 import json  # noqa: E402
 
 # tests/integrations/test_vllm*.py run in the vLLM environment only (scripts/test-vllm.sh, its own CI step).
-_VLLM_TESTS = ["integrations/test_vllm.py", "integrations/test_vllm_server.py"]
+_VLLM_TESTS = ["integrations/test_vllm.py", "integrations/test_vllm_server.py", "integrations/test_vllm_families.py"]
 collect_ignore = [] if importlib.util.find_spec("vllm") else _VLLM_TESTS
 
 import pytest  # noqa: E402
