@@ -154,6 +154,7 @@ class ToolgrammarRunner(EngineRunner):
         self._bprev = full[:, : p + g - 1]
         self._bsnap = [c.fork() for c in self.bproc.cursors]
         self._bprev_ids = self.bproc._prev_ids
+        self._bwindows = ([list(w) for w in self.bproc._windows], self.bproc._tail_len)
         self.bproc(self._bfull, scratch)  # the timed step, once: every row must be where the harness put it
         for c, st in zip(self.bproc.cursors, states, strict=True):
             if c.state != st.cursor.state or not c.in_block:
@@ -164,6 +165,8 @@ class ToolgrammarRunner(EngineRunner):
         """Untimed: put every row's cursor back where it was before the timed step."""
         self.bproc.cursors = [c.fork() for c in self._bsnap]
         self.bproc._prev_ids = self._bprev_ids
+        self.bproc._windows = [list(w) for w in self._bwindows[0]]
+        self.bproc._tail_len = self._bwindows[1]
 
     def batch_mask(self, states: Sequence[Any], scores: torch.Tensor, input_ids: torch.Tensor) -> bool:
         """One decode step (the harness calls :meth:`batch_prepare` once and :meth:`batch_before` before each)."""

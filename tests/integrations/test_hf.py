@@ -294,21 +294,22 @@ def test_control_tokens_cannot_spell_markup_when_decoded_as_the_recipe_says(toke
 
 
 def test_each_step_compares_a_bounded_window_not_the_whole_context(tokenizer, monkeypatch):
-    """Per step the processor checks windows of the input, so its cost does not grow with the context."""
+    """Per step the processor reads windows of the input (its first and last 16 tokens per row, and the new
+    token), so its cost does not grow with the context."""
     proc = ToolCallLogitsProcessor(tokenizer, SEED_TOOLS, max_new_tokens=40)
-    compared: list[int] = []
-    real_equal = torch.equal
+    read: list[int] = []
+    real_tolist = torch.Tensor.tolist
 
-    def counting_equal(a, b):
-        compared.append(a.numel())
-        return real_equal(a, b)
+    def counting_tolist(t):
+        read.append(t.numel())
+        return real_tolist(t)
 
-    monkeypatch.setattr(torch, "equal", counting_equal)
+    monkeypatch.setattr(torch.Tensor, "tolist", counting_tolist)
     ids = torch.randint(0, 1000, (2, 20_000))  # a 20k-token context, two rows (the batched path)
     for step in range(5):
         proc(ids, torch.randn(2, N_COLUMNS))
         ids = torch.cat([ids, torch.full((2, 1), 100 + step)], dim=1)
-    assert compared and max(compared) <= 2 * 16
+    assert read and max(read) <= 2 * (2 * 16 + 1)
     assert [c.n_tokens for c in proc.cursors] == [4, 4]  # every step was seen as the same generation
     # a new call of the same length + 1 whose newest tokens differ is a new generation
     other = ids.clone()

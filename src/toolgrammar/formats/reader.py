@@ -245,6 +245,12 @@ class BlockSpan:
         """Whether the span holds calls and every one is valid."""
         return bool(self.blocks) and all(b.call is not None for b in self.blocks)
 
+    @property
+    def leaves_content(self) -> bool:
+        """Whether a client's ``content`` leaves this span out: it holds calls, all valid (they go to
+        ``tool_calls``), or it is markup (``blocks`` empty). A span with an invalid call stays in ``content``."""
+        return self.valid or not self.blocks
+
 
 class TurnStreamState(Generic[CutT]):
     """The turn reader, fed chunk by chunk: emits content, reasoning and calls as soon as they are final.

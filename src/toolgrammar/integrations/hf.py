@@ -35,8 +35,9 @@ import torch
 from toolgrammar.automata.nodes import DEAD
 from toolgrammar.errors import ProcessorError
 from toolgrammar.integrations.tokenizers import vocabulary_of
-from toolgrammar.runtime.closing import close_row, follow, log_sum, stop_ids
+from toolgrammar.runtime.closing import close_row, log_sum, stop_ids
 from toolgrammar.runtime.cursor import Cursor
+from toolgrammar.runtime.device_state import Closing, Follow, Pending, Tally, follow_on_device, follow_row, host_closing
 from toolgrammar.runtime.masking import MaskApplier
 from toolgrammar.runtime.steering import CallPoints, call_openers, steer_row
 from toolgrammar.runtime.stops import StopRule, checked_stops, pool_stops, stop_rule
@@ -50,10 +51,27 @@ except ImportError:  # pragma: no cover
     GenerationConfig = LogitsProcessorList = None  # type: ignore[assignment,misc]
 
 _PER_GENERATION = frozenset(
-    {"cursors", "_fresh", "_steer_allowed", "_prev_ids", "_prev_host", "_owner", "_guard", "_applier", "_watch_overrun"}
+    {
+        "cursors",
+        "_fresh",
+        "_steer_allowed",
+        "_prev_ids",
+        "_windows",
+        "_host_len",
+        "_host_head",
+        "_host_tail",
+        "_owner",
+        "_guard",
+        "_applier",
+        "_watch_overrun",
+        "_closing",
+        "_pending",
+        "_row_closes",
+        "_follows",
+    }
 )
 _WINDOW = 16
-"""Tokens compared at each end when checking that a step extends the previous one (see ``_extends``)."""
+"""Tokens compared at each end when checking that a step extends the previous one (see ``_sync``)."""
 _SHARED_MESSAGE = (
     "this ToolCallLogitsProcessor is following another generation (another thread's generate() call): use one "
     "processor per concurrent generation; processors built for the same tokenizer, tools and options share one "
@@ -137,6 +155,17 @@ def _listed(value: Any) -> Any:
     if hasattr(value, "tolist"):
         return value.tolist()
     return list(value) if isinstance(value, Sequence) else value
+
+
+def _host_views(input_ids: torch.Tensor, scores: torch.Tensor) -> tuple[np.ndarray, np.ndarray] | None:
+    """numpy views of ``input_ids`` and ``scores`` where both are CPU tensors outside autograd and the scores are
+    float32 (the one-row host path); ``None`` otherwise (``numpy()`` refuses a device or autograd tensor)."""
+    try:
+        sc = scores.numpy()
+        ids = input_ids.numpy()
+    except (TypeError, RuntimeError):
+        return None
+    return (ids, sc) if sc.dtype == np.float32 else None
 
 
 def _under_way(cursor: Cursor) -> bool:
@@ -279,12 +308,10 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         self.steer_rows = steer_rows
         self.close_on_stop = close_on_stop
         self._stop_ids = stop_ids(self.vocab) if close_on_stop else None
-        self.stop_closes = 0
-        """Blocks closed by a closer that a stop, more likely than not, chose (``close_on_stop``; for reports)."""
+        self._closes = Tally()  # blocks a stop closed, earlier generations (see stop_closes)
+        self._steered = Tally()
         self._applier = MaskApplier()
         self._guard = threading.Lock()
-        self.steered_steps = 0
-        """Rows x steps at which steering moved probability (for reports)."""
         self.reset()
 
     @property
@@ -353,12 +380,19 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         self.cursors: list[Cursor] = []
         self._fresh: list[bool] = []  # per row: at a call point (steering only)
         self._steer_allowed: list[bool] = []  # per row: steer_rows as this generation read it
-        self._closing: list[float] = []  # per row: the closing probability carried (close_on_stop)
-        self._pending: list[tuple[int, float] | None] = []  # per row: this step's closer, q if it is taken
-        self._row_stop_closes: list[int] = []
+        self._closing: list[Closing] = []  # per row: the closing probability carried (close_on_stop)
+        self._pending: list[Pending] = []  # per row: this step's closer, q if it is taken
+        self._closes.absorb(getattr(self, "_row_closes", Tally(0)))  # what the forgotten generation counted
+        self._row_closes = Tally(0)  # per row: the blocks a stop closed (counted on the device by batch steps)
+        self._follows: list[Follow] = []  # this step's rows whose last decision is on the device
         self._tails: list[bytes] = []  # per row: the free text since the turn could last end (stop_strings)
         self._prev_ids: torch.Tensor | None = None
-        self._prev_host: Any = None  # the host path's numpy view of the last input (see _call_host_row)
+        self._windows: list[list[int]] = []  # per row: the windows the next input must repeat (see _sync)
+        self._tail_len = 0
+        # The host path's record of the last input (see _call_host_row): its length (-1: none), and the bytes
+        # of its first and last _WINDOW tokens, which the next input must repeat.
+        self._host_len = -1
+        self._host_head = self._host_tail = b""
         self._watch_overrun = False  # see _check_overrun
         self.prompt_length = 0
         self.generate_budget: int | None = None
@@ -366,8 +400,21 @@ class ToolCallLogitsProcessor(LogitsProcessor):
 
     @property
     def row_stop_closes(self) -> list[int]:
-        """Per row of the current generation: the blocks :attr:`stop_closes` counts (``close_on_stop``)."""
-        return list(self._row_stop_closes)
+        """Per row of the current generation: the blocks :attr:`stop_closes` counts (``close_on_stop``).
+
+        A batch step counts these on the device: reading this waits for it (it is for reports, not per token)."""
+        return self._row_closes.counts()
+
+    @property
+    def stop_closes(self) -> int:
+        """Blocks closed by a closer that a stop, more likely than not, chose (``close_on_stop``; for reports),
+        in every generation this processor followed; read back from the device like :attr:`row_stop_closes`."""
+        return self._closes.total() + self._row_closes.total()
+
+    @property
+    def steered_steps(self) -> int:
+        """Rows x steps at which steering moved probability (for reports; read back from the device)."""
+        return self._steered.total()
 
     @property
     def errors(self) -> list[str | None]:
@@ -383,7 +430,9 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         self._fresh = [initial and allowed for allowed in self._steer_allowed]
         self._closing = [0.0] * rows
         self._pending = [None] * rows
-        self._row_stop_closes = [0] * rows
+        self._closes.absorb(self._row_closes)
+        self._row_closes = Tally(rows)
+        self._follows = []
         self._tails = [b""] * rows
         self.prompt_length = input_ids.shape[1]
         self._check_budget()
@@ -475,10 +524,14 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         self._closing[row] = 0.0
         if pending is not None:  # only then is there a decision to follow: most tokens skip the call
             self._pending[row] = None
-            self._closing[row], closed = follow(pending, token, cursor.in_block, cursor.error is None)
-            if closed:
-                self.stop_closes += 1
-                self._row_stop_closes[row] += 1
+            done = follow_row(pending, token, cursor.in_block, cursor.error is None)
+            if isinstance(done, Follow):  # decided on the device: followed there, with the batch's others
+                done.slot = row
+                self._follows.append(done)
+            else:
+                self._closing[row], closed = done
+                if closed:
+                    self._row_closes.add(row)
         stops = self._stops
         if stops is not None:  # the tail runs on only while the turn may end before and after the token
             ends = self.grammar.eos_allowed
@@ -491,37 +544,57 @@ class ToolCallLogitsProcessor(LogitsProcessor):
             self._fresh[row] = fresh
 
     def _sync(self, input_ids: torch.Tensor) -> None:
+        """Advance every row by the token ``input_ids`` adds to the last step's input, or start a new generation.
+
+        Whether the input extends the last one is checked on windows, not whole: each row's first
+        :data:`_WINDOW` tokens and the last ones of the previous input. A whole-sequence comparison every step
+        costs O(context) per token, quadratic over a long generation (3.8x an ``add_`` pass at 128k tokens); a
+        new ``generate()`` call whose input is one token longer and agrees on both windows but not in between is
+        not a case that happens (``reset()`` marks a new call for certain). The windows and the new tokens are
+        read to the host together: the step's one read (``generate`` has the new tokens on the host anyway,
+        for its stopping criteria)."""
         prev = self._prev_ids
         b, length = input_ids.shape
         if prev is None or prev.shape[0] != b or prev.shape[1] + 1 != length:
-            self._start(input_ids)
-            self._prev_ids = input_ids
+            self._start_windows(input_ids)
             return
-        if not self._extends(input_ids, prev) and not self._reorder(input_ids, prev):
-            self._start(input_ids)  # not an extension of the last step: a new generate() call
-            self._prev_ids = input_ids
+        if not self._windows:  # the last step took the one-row host path, which keeps its windows as bytes
+            self._windows = self._read_windows(prev)
+        head, tail = len(self._windows[0]) - self._tail_len, self._tail_len
+        seen = torch.cat([input_ids[:, :head], input_ids[:, length - 1 - tail :]], dim=1).tolist()
+        if all(row[:-1] == old for row, old in zip(seen, self._windows, strict=True)):
+            tokens = [row[-1] for row in seen]
+            cut = head + (1 if tail == _WINDOW else 0)
+            self._windows = [row[:head] + row[cut:] for row in seen]
+            self._tail_len = min(_WINDOW, tail + 1)
+        elif self._reorder(input_ids, prev):
+            tokens = input_ids[:, -1].tolist()
+            self._windows = self._read_windows(input_ids)
+        else:
+            self._start_windows(input_ids)  # not an extension of the last step: a new generate() call
             return
-        for row, token in enumerate(input_ids[:, -1].tolist()):
+        for row, token in enumerate(tokens):
             self._advance(row, int(token))
+        self._follow_on_device()
         self._prev_ids = input_ids
 
-    def _extends(self, input_ids: Any, prev: Any) -> bool:
-        """Whether ``input_ids`` is ``prev`` plus one token per row (torch tensors or numpy arrays).
+    def _start_windows(self, input_ids: torch.Tensor) -> None:
+        self._start(input_ids)
+        self._windows = self._read_windows(input_ids)
+        self._prev_ids = input_ids
 
-        Compared on windows, not whole: the last :data:`_WINDOW` tokens of ``prev`` (its newest
-        generated tokens) and the prompt's first ones. A whole-sequence comparison every step costs
-        O(context) per token, quadratic over a long generation (3.8x an ``add_`` pass at 128k tokens);
-        a new ``generate()`` call whose input is one token longer and agrees on both windows but not
-        in between is not a case that happens (``reset()`` marks a new call for certain).
-        """
-        length, head = prev.shape[1], min(_WINDOW, self.prompt_length)
-        tail = min(_WINDOW, length)
-        new_tail, old_tail = input_ids[:, length - tail : length], prev[:, length - tail :]
-        new_head, old_head = input_ids[:, :head], prev[:, :head]
-        if isinstance(prev, torch.Tensor):
-            return torch.equal(new_tail, old_tail) and torch.equal(new_head, old_head)
-        # The host path's arrays share one dtype; comparing bytes skips two ufunc passes per step.
-        return new_tail.tobytes() == old_tail.tobytes() and new_head.tobytes() == old_head.tobytes()
+    def _read_windows(self, input_ids: torch.Tensor) -> list[list[int]]:
+        """Each row's first :data:`_WINDOW` tokens (of the prompt) and last :data:`_WINDOW` ones (see :meth:`_sync`)."""
+        length = input_ids.shape[1]
+        head, self._tail_len = min(_WINDOW, self.prompt_length), min(_WINDOW, length)
+        return torch.cat([input_ids[:, :head], input_ids[:, length - self._tail_len :]], dim=1).tolist()
+
+    def _follow_on_device(self) -> None:
+        """Follow, in one batch on the device, the decisions this step's rows took their tokens after."""
+        if self._follows:
+            for follow, carried in zip(self._follows, follow_on_device(self._follows, self._row_closes), strict=True):
+                self._closing[follow.slot] = carried
+            self._follows = []
 
     def _reorder(self, input_ids: torch.Tensor, prev: torch.Tensor) -> bool:
         """Rows were reordered (beam search): give each row the cursor of the row it extends.
@@ -540,7 +613,7 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         self._steer_allowed = [self._steer_allowed[p] for p in parents]
         self._closing = [self._closing[p] for p in parents]
         self._pending = [self._pending[p] for p in parents]
-        self._row_stop_closes = [self._row_stop_closes[p] for p in parents]
+        self._row_closes.reorder(parents)
         self._tails = [self._tails[p] for p in parents]
         return True
 
@@ -563,11 +636,12 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         self._owner = me
 
     def _masked(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        if scores.dtype is torch.float32 and scores.is_cpu and input_ids.is_cpu and not scores.requires_grad:
-            done = self._call_host_row(input_ids, scores)
+        views = _host_views(input_ids, scores) if scores.dim() == 2 and scores.shape[0] == 1 else None
+        if views is not None:
+            done = self._call_host_row(input_ids, scores, *views)
             if done is not None:
                 return done
-        self._prev_host = None
+        self._host_len = -1
         if scores.dim() != 2 or input_ids.dim() != 2 or scores.shape[0] != input_ids.shape[0]:
             raise ProcessorError(
                 f"expected input_ids (batch, length) and scores (batch, vocab) with the same batch, got "
@@ -590,7 +664,7 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         stop = self._applier.stop_logits(scores, close, self._stop_ids) if close else None
         self._applier.apply(scores, rows, [masks[r] for r in rows], n_tokens)
         if stop is not None:
-            got = self._applier.close(scores, close, stop, closers, [self._closing[r] for r in close])
+            got = self._applier.close(scores, close, stop, closers, [self._closing[r] for r in close])  # on the device
             for r, pending in zip(close, got, strict=True):
                 self._pending[r] = pending
         stops = self._stops
@@ -603,7 +677,7 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         if self._call_points is not None:
             steer = [r for r in rows if self._fresh[r]]
             if steer:
-                self.steered_steps += self._applier.steer(scores, steer, self._call_points.openers)
+                self._applier.steer(scores, steer, self._call_points.openers, self._steered)
         return scores
 
     def _closers(self, rows: Sequence[int]) -> tuple[list[int], list[np.ndarray]]:
@@ -621,25 +695,40 @@ class ToolCallLogitsProcessor(LogitsProcessor):
                 closers.append(ids)
         return close, closers
 
-    def _call_host_row(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor | None:
-        """One row on the host, through numpy views: about a third of the torch path's per-step cost.
+    def _call_host_row(
+        self, input_ids: torch.Tensor, scores: torch.Tensor, ids: np.ndarray, sc: np.ndarray
+    ) -> torch.Tensor | None:
+        """One row on the host, through numpy views (``ids``, ``sc``): about a third of the torch path's per-step cost.
 
-        The sequence is checked against the previous call's (it must be that input plus one token,
-        :meth:`_extends`), and the mask is one numpy write. ``None`` when this path does not apply (a batch, or a
-        shape the checks below reject with their error).
+        The sequence is checked against the previous call's (it must be that input plus one token, agreeing on
+        its first and last :data:`_WINDOW` tokens, as in :meth:`_sync`; the previous input's are kept as
+        bytes), and the mask is one numpy write. ``None`` when this path does not apply (a batch, or a shape the
+        checks below reject with their error).
         """
-        ids = input_ids.numpy()
-        sc = scores.numpy()
         n_tokens = self.grammar.table.n_tokens
         if sc.ndim != 2 or ids.ndim != 2 or sc.shape[0] != 1 or ids.shape[0] != 1 or sc.shape[1] < n_tokens:
             return None
-        prev = self._prev_host
-        if prev is not None and prev.shape[1] + 1 == ids.shape[1] and self._extends(ids, prev):
+        length = ids.shape[1]
+        before = self._host_len
+        extends = False
+        if before + 1 == length and before > 0:
+            tail = min(_WINDOW, before)
+            window = ids[0, before - tail :].tobytes()  # the last input's tail and the new token
+            size = ids.itemsize
+            extends = window[:-size] == self._host_tail and ids[0, : len(self._host_head) // size].tobytes() == (
+                self._host_head
+            )
+        if extends:
             self._advance(0, int(ids[0, -1]))
+            self._follow_on_device()
+            self._host_tail = window[size:] if tail == _WINDOW else window
         else:
             self._start(input_ids)
+            self._host_head = ids[0, : min(_WINDOW, self.prompt_length)].tobytes()
+            self._host_tail = ids[0, max(0, length - _WINDOW) :].tobytes()
+        self._host_len = length
         self._prev_ids = input_ids
-        self._prev_host = ids
+        self._windows = []
         if self._watch_overrun:
             self._check_overrun()
         cursor = self.cursors[0]
@@ -648,12 +737,12 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         stop = log_sum(sc[0, self._stop_ids]) if closers is not None and len(closers) else None
         self._applier.apply_host_row(sc[0], mask, n_tokens)
         if stop is not None:
-            self._pending[0] = close_row(sc[0], stop, closers, self._closing[0])
+            self._pending[0] = close_row(sc[0], stop, closers, host_closing(self._closing[0]))
         stops = self._stops
         if mask is not None and stops is not None and self.grammar.eos_allowed[cursor.state]:
             pool_stops(sc[0], stops.banned(self._tails[0]), self._end_ids)
         if mask is not None and self._call_points is not None and self._fresh[0]:
-            self.steered_steps += steer_row(sc[0], self._call_points.openers)
+            self._steered.add(count=steer_row(sc[0], self._call_points.openers))
         return scores
 
     # -- reporting ---------------------------------------------------------------------------

@@ -31,6 +31,7 @@ parsers return it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -46,6 +47,8 @@ from toolgrammar.formats.streaming import ArgumentDeltas, PartialCallReader, Str
 from toolgrammar.integrations.vllm import compile_spec
 from toolgrammar.runtime.stops import checked_stops
 from toolgrammar.runtime.token_grammar import TokenGrammar, token_grammar
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from toolgrammar.formats.calls import ToolCall
@@ -168,6 +171,41 @@ def message_text(content: Any, *, where: str) -> str:
     raise GrammarError(f"{where}: a prefilled assistant message must be text, got {content!r:.200}")
 
 
+def render_head(
+    tokenizer: Any,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    chat_template_kwargs: Mapping[str, Any] | None = None,
+    chat_template: str | None = None,
+) -> str | None:
+    """The generation prompt of a chat request, as the engine renders it: the conversation (up to a final
+    assistant message, a prefill, which the engine continues) with the generation prompt. ``None`` where the
+    template cannot be rendered here (a tokenizer without one); logged once per tokenizer."""
+    head = list(messages[:-1]) if messages and messages[-1].get("role") == "assistant" else list(messages)
+    kwargs = dict(chat_template_kwargs or {})
+    if chat_template is not None:
+        kwargs["chat_template"] = chat_template
+    try:
+        prompt = tokenizer.apply_chat_template(head, tools=tools, add_generation_prompt=True, tokenize=False, **kwargs)
+    except Exception as error:  # a template that cannot render here: the callers fall back
+        key = id(tokenizer)
+        if key not in _UNRENDERED:
+            _UNRENDERED.add(key)
+            logger.warning(
+                "toolgrammar: the chat template cannot be rendered here (%s: %s); the reasoning part is read from "
+                "enable_thinking and a prefill is taken as the message's own text",
+                type(error).__name__,
+                error,
+            )
+        return None
+    return prompt if isinstance(prompt, str) else None
+
+
+_UNRENDERED: set[int] = set()
+"""Tokenizers whose template :func:`render_head` could not render (logged once each)."""
+
+
 def prompt_reasoning(
     tokenizer: Any,
     messages: Sequence[Mapping[str, Any]],
@@ -176,25 +214,25 @@ def prompt_reasoning(
     tools: Sequence[Mapping[str, Any]] | None = None,
     chat_template_kwargs: Mapping[str, Any] | None = None,
     chat_template: str | None = None,
+    head: str | None = None,
 ) -> str | None:
     """The grammar's ``reasoning`` option for a chat request, read off its rendered generation prompt
     (:func:`~toolgrammar.formats.options.reasoning_after`): a template that opens the reasoning part
     (Qwen3.5, GLM-4.7, DeepSeek-V3.1 with thinking on) starts the turn inside it, one that closes it or never
     writes one gives a turn without one. The switch a template reads differs (``enable_thinking``,
     ``thinking``), and so does its default: only the rendered prompt tells. A conversation that ends with an
-    assistant message (a prefill) is read up to that message. ``None`` where the template cannot be rendered
-    here (the caller falls back to ``enable_thinking``).
+    assistant message (a prefill) is read up to that message. ``head``: that prompt, where the caller rendered
+    it already (:func:`render_head`). ``None`` where the template cannot be rendered here (the caller falls back
+    to ``enable_thinking``).
     """
-    head = list(messages[:-1]) if messages and messages[-1].get("role") == "assistant" else list(messages)
+    prompt = head
+    if prompt is None:
+        prompt = render_head(
+            tokenizer, messages, tools=tools, chat_template_kwargs=chat_template_kwargs, chat_template=chat_template
+        )
+    if prompt is None:
+        return None
     kwargs = dict(chat_template_kwargs or {})
-    if chat_template is not None:
-        kwargs["chat_template"] = chat_template
-    try:
-        prompt = tokenizer.apply_chat_template(head, tools=tools, add_generation_prompt=True, tokenize=False, **kwargs)
-    except Exception:  # a template that cannot render here (a tokenizer without one): no reading
-        return None
-    if not isinstance(prompt, str):
-        return None
     template = chat_template if chat_template is not None else getattr(tokenizer, "chat_template", None)
     markers = get_format(format).markers
     return reasoning_after(
@@ -213,13 +251,15 @@ def assistant_prefill(
     tools: Sequence[Mapping[str, Any]] | None = None,
     chat_template_kwargs: Mapping[str, Any] | None = None,
     chat_template: str | None = None,
+    head: str | None = None,
 ) -> str:
     """The text that a conversation ending in an assistant message puts into the assistant turn.
 
     Rendered as the engine renders it (``continue_final_message``): the conversation before that message
     with the generation prompt, then the whole conversation continuing the final message; the turn's
     text is what the second adds to the first (Qwen3's template also writes the empty reasoning part
-    there). Where a template renders the two otherwise, the message's own text.
+    there). Where a template renders the two otherwise, the message's own text. ``head``: the first rendering,
+    where the caller has it already (:func:`render_head`).
     """
     if not messages or messages[-1].get("role") != "assistant":
         raise GrammarError("a prefill needs a conversation whose last message is the assistant's")
@@ -227,10 +267,11 @@ def assistant_prefill(
     kwargs = dict(chat_template_kwargs or {})
     if chat_template is not None:  # the request's own template, as the engine renders it with
         kwargs["chat_template"] = chat_template
-    try:
-        head = tokenizer.apply_chat_template(
-            list(messages[:-1]), tools=tools, add_generation_prompt=True, tokenize=False, **kwargs
+    if head is None:
+        head = render_head(
+            tokenizer, messages, tools=tools, chat_template_kwargs=chat_template_kwargs, chat_template=chat_template
         )
+    try:
         whole = tokenizer.apply_chat_template(
             list(messages), tools=tools, continue_final_message=True, tokenize=False, **kwargs
         )
@@ -323,7 +364,7 @@ def _outside_calls(text: str, spans: Sequence[BlockSpan], *, start: int = 0) -> 
     """``text`` from ``start`` on, less the blocks that are valid calls and the markup between messages."""
     pieces, at = [], start
     for span in spans:
-        if span.end > start and (span.valid or not span.blocks):
+        if span.end > start and span.leaves_content:
             pieces.append(text[at : max(span.start, at)])
             at = span.end
     pieces.append(text[at:])
@@ -428,7 +469,7 @@ class StreamingCallExtractor:
         out: list[CallDelta] = []
         for span in state.spans[self._spans_read :]:
             self._spans_read += 1
-            if span.end <= self._prefix_len or not (span.valid or not span.blocks):
+            if span.end <= self._prefix_len or not span.leaves_content:
                 continue  # the prefill's own, or not a call: text (content takes it below)
             pieces.append(text[self._pos : max(span.start, self._pos)])
             self._pos = span.end
@@ -509,5 +550,6 @@ __all__ = [
     "message_text",
     "min_tokens_limit",
     "prompt_reasoning",
+    "render_head",
     "tool_choice_option",
 ]

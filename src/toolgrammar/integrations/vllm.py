@@ -79,8 +79,9 @@ from toolgrammar.errors import GrammarError, ProcessorError, ToolgrammarError
 from toolgrammar.formats import registered_format
 from toolgrammar.formats.options import GrammarOptions
 from toolgrammar.integrations.tokenizers import vocabulary_of
-from toolgrammar.runtime.closing import close_row, follow, log_sum, stop_ids
+from toolgrammar.runtime.closing import close_row, log_sum, stop_ids
 from toolgrammar.runtime.cursor import Cursor
+from toolgrammar.runtime.device_state import Closing, Follow, Pending, Tally, follow_on_device, follow_row, host_closing
 from toolgrammar.runtime.steering import CallPoints, call_openers, steer_row
 from toolgrammar.runtime.stops import StopRule, checked_stops, pool_stops, stop_rule
 from toolgrammar.runtime.token_grammar import token_grammar
@@ -284,10 +285,11 @@ class _Row:
     tail: bytes = b""
     """The end of the text written since the turn could last end (what a stop string may complete)."""
     close_on_stop: bool = True
-    closing: float = 0.0
-    """The closing probability carried (``close_on_stop``; see :mod:`toolgrammar.runtime.closing`)."""
-    pending: tuple[int, float] | None = None
-    """This step's closer and the closing probability if it is taken."""
+    closing: Closing = 0.0
+    """The closing probability carried (``close_on_stop``; see :mod:`toolgrammar.runtime.closing`): on the host,
+    or on the device where a batch step decided it (:mod:`toolgrammar.runtime.device_state`)."""
+    pending: Pending = None
+    """This step's closer and the closing probability if it is taken (on the host or on the device)."""
     points: CallPoints | None = None
     """Where a block may open, for ``steer_to_blocks`` (``None``: the row is not steered)."""
     fresh: bool = False
@@ -359,10 +361,10 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
         """Rows rewound because vLLM trimmed or replaced output tokens they had consumed."""
         self.n_requests = 0
         self.n_errors = 0
-        self.stop_closes = 0
-        """Blocks closed by a closer that a stop, more likely than not, chose (``close_on_stop``)."""
-        self.steered_steps = 0
-        """Rows x steps at which steering moved probability onto the block opener (``steer_to_blocks``)."""
+        self._closes = Tally()  # blocks a stop closed: counted on the device by batch steps
+        self._steered = Tally()
+        self._follows: list[Follow] = []  # this step's rows whose last decision is on the device
+        self._awaiting: dict[int, tuple[_Row, int]] = {}  # id(row) -> the row and its entry in _follows
         scheduler_config = getattr(vllm_config, "scheduler_config", None)
         named = bool(getattr(model_config, "logits_processors", None))
         self.placeholder_risk = bool(getattr(scheduler_config, "async_scheduling", False)) and not named
@@ -480,6 +482,7 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
             if row.stops is not None and grammar.eos_allowed[row.cursor.state]:
                 stop_at.append(index)
                 stop_banned.append(row.stops.banned(row.tail))
+        self._follow_on_device()
         stops = stop_ids(self.vocabulary()) if closing_rows or stop_at else None
         if len(rows) == 1 and logits.device.type == "cpu" and logits.dtype == _float32() and logits.is_contiguous():
             # One row on the host: one numpy write through a view (the transformers adapter's fast path).
@@ -487,11 +490,12 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
             stop = log_sum(view[stops]) if closing_rows else None
             self.applier.apply_host_row(view, masks[0], n_tokens)
             if stop is not None:
-                closing_rows[0].pending = close_row(view, stop, closers[0], closing_rows[0].closing)
+                row = closing_rows[0]
+                row.pending = close_row(view, stop, closers[0], host_closing(row.closing))
             if stop_at:
                 pool_stops(view, stop_banned[0], stops)
             if steer:
-                self.steered_steps += steer_row(view, steer[0][1].openers)
+                self._steered.add(count=steer_row(view, steer[0][1].openers))
         elif rows:
             stop_logits = self.applier.stop_logits(logits, close_at, stops) if closing_rows else None
             self.applier.apply(logits, rows, masks, n_tokens)
@@ -511,7 +515,7 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
         for index, points in steer:
             groups.setdefault(id(points.openers), (points, []))[1].append(index)
         for points, indices in groups.values():
-            self.steered_steps += self.applier.steer(logits, indices, points.openers)
+            self.applier.steer(logits, indices, points.openers, self._steered)
 
     # -- rows ----------------------------------------------------------------------------------------
 
@@ -614,6 +618,7 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
         cursor.reset()
         row.seen, row.consumed, row.tail = [], 0, b""
         row.closing, row.pending = 0.0, None
+        self._awaiting.pop(id(row), None)
         row.fresh = row.points is not None and row.points.initial(cursor.state)
         self.n_rewinds += 1
         self._consume(row, 0, common, count=False)
@@ -657,14 +662,32 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
                 row.fresh = cursor.error is None and row.points.update(row.fresh, before, token, cursor.state)
 
     def _follow_close(self, row: _Row, token: int, *, count: bool = True) -> None:
-        """Carry or end a close decision once ``token`` is consumed (:func:`toolgrammar.runtime.closing.follow`)."""
+        """Carry or end a close decision once ``token`` is consumed (:func:`toolgrammar.runtime.closing.follow`).
+
+        A decision a batch step left on the device is followed there, with the step's others
+        (:meth:`_follow_on_device`); a later token of the same row before that supersedes what it carries."""
         if row.pending is None:
             row.closing = 0.0
+            self._awaiting.pop(id(row), None)
             return
-        row.closing, closed = follow(row.pending, token, row.cursor.in_block, row.cursor.error is None)
+        done = follow_row(row.pending, token, row.cursor.in_block, count and row.cursor.error is None)
         row.pending = None
-        if count:
-            self.stop_closes += closed
+        if isinstance(done, Follow):
+            self._awaiting[id(row)] = (row, len(self._follows))
+            self._follows.append(done)
+            return
+        row.closing, closed = done
+        if closed:
+            self._closes.add()
+
+    def _follow_on_device(self) -> None:
+        """Follow, in one batch on the device, the decisions this step's rows took their tokens after."""
+        if not self._follows:
+            return
+        carried = follow_on_device(self._follows, self._closes)
+        for row, position in self._awaiting.values():
+            row.closing = carried[position]
+        self._follows, self._awaiting = [], {}
 
     # -- grammar and vocabulary ----------------------------------------------------------------------
 
@@ -738,6 +761,19 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
         logger.log(level, message)
 
     # -- reporting ------------------------------------------------------------------------------------
+
+    @property
+    def stop_closes(self) -> int:
+        """Blocks closed by a closer that a stop, more likely than not, chose (``close_on_stop``).
+
+        Batch steps count these on the device: reading this waits for the device (not on the per-token path)."""
+        return self._closes.total()
+
+    @property
+    def steered_steps(self) -> int:
+        """Rows x steps at which steering moved probability onto the block opener (``steer_to_blocks``); read
+        back from the device like :attr:`stop_closes`."""
+        return self._steered.total()
 
     def stats(self) -> dict[str, int]:
         """Counters for logs and tests: requests seen (a preempted request that comes back counts once), rows

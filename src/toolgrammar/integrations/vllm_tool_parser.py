@@ -89,6 +89,7 @@ from toolgrammar.integrations.serving import (
     compiled_turn,
     constraint_spec,
     prompt_reasoning,
+    render_head,
     request_setting,
 )
 from toolgrammar.integrations.tokenizers import vocabulary_of
@@ -153,8 +154,15 @@ class ToolgrammarToolParser(ToolParser):
                 f"vllm_xargs[{EXTRA_ARGS_KEY!r}]"
             )
         try:
-            spec = self._spec(request)
-            self._take_over_request(request, spec)
+            head = render_head(  # once: what reasoning the turn starts with, and what a prefill adds, both read it
+                self.model_tokenizer,
+                _messages(request),
+                tools=[tool.model_dump(exclude_none=True) for tool in request.tools],
+                chat_template_kwargs=request.chat_template_kwargs,
+                chat_template=request.chat_template,
+            )
+            spec = self._spec(request, head)
+            self._take_over_request(request, spec, head)
         except ToolgrammarError as error:
             raise ValueError(f"toolgrammar: {error}") from error
         if spec.get("steer_to_blocks", False):
@@ -169,7 +177,7 @@ class ToolgrammarToolParser(ToolParser):
         request.skip_special_tokens = False
         return request
 
-    def _take_over_request(self, request: Any, spec: dict[str, Any]) -> None:
+    def _take_over_request(self, request: Any, spec: dict[str, Any], head: str | None) -> None:
         """Move the request's stops and prefill into the spec, and refuse what the constraint cannot answer right
         (:func:`toolgrammar.integrations.serving.check_admission`)."""
         stop = request.stop
@@ -184,6 +192,7 @@ class ToolgrammarToolParser(ToolParser):
                 tools=spec["tools"],
                 chat_template_kwargs=request.chat_template_kwargs,
                 chat_template=request.chat_template,
+                head=head,
             )
             if prefix:
                 spec["assistant_prefix"] = prefix
@@ -210,7 +219,7 @@ class ToolgrammarToolParser(ToolParser):
                 f"unset {STEER_ENV}"
             ) from error
 
-    def _spec(self, request: Any) -> dict[str, Any]:
+    def _spec(self, request: Any, head: str | None = None) -> dict[str, Any]:
         """The request's constraint; its settings from its ``vllm_xargs``, else the server's environment."""
         xargs = request.vllm_xargs or {}
         tool_choice = request.tool_choice
@@ -224,6 +233,7 @@ class ToolgrammarToolParser(ToolParser):
             tools=tools,
             chat_template_kwargs=request.chat_template_kwargs,
             chat_template=request.chat_template,
+            head=head,
         )
         return constraint_spec(
             tools,

@@ -46,7 +46,8 @@ if TYPE_CHECKING:
 
 NEGLIGIBLE = 2.0**-24
 """A closing probability below this (float32's resolution of 1) is dropped: it moves no logit."""
-_MOST = 1.0 - 1e-12  # q is kept below 1, so its odds stay finite
+MOST_CLOSING = 1.0 - 1e-12
+"""The largest closing probability used: ``q`` is kept below 1, so its odds stay finite."""
 
 _cache: dict[str, np.ndarray] = {}
 
@@ -83,7 +84,7 @@ def pooled(closer: float, stop: float, closing: float, allowed: float) -> tuple[
         new = float(np.logaddexp(closer, stop))
         taken = 1.0 / (1.0 + math.exp(closer - stop)) if stop > -math.inf else 0.0
         return new, taken
-    q = min(closing, _MOST)
+    q = min(closing, MOST_CLOSING)
     total = float(np.logaddexp(allowed, stop))
     odds = math.log(q) - math.log1p(-q)
     own = float(np.logaddexp(closer, stop))
@@ -134,4 +135,4 @@ def close_row(row: np.ndarray, stop: float, closers: np.ndarray, closing: float)
     return token, taken if taken >= NEGLIGIBLE else 0.0
 
 
-__all__ = ["NEGLIGIBLE", "choose", "close_row", "follow", "log_sum", "pooled", "stop_ids"]
+__all__ = ["MOST_CLOSING", "NEGLIGIBLE", "choose", "close_row", "follow", "log_sum", "pooled", "stop_ids"]

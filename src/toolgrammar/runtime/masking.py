@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from toolgrammar.runtime.closing import NEGLIGIBLE, choose, pooled
+from toolgrammar.runtime.closing import MOST_CLOSING, NEGLIGIBLE
+from toolgrammar.runtime.device_state import Closing, HostPack, OnDevice, Tally, closing_values, to_device
 from toolgrammar.runtime.steering import CallOpeners
 from toolgrammar.runtime.token_grammar import StateMask
 
@@ -85,7 +86,7 @@ class MaskApplier:
         if not n_banned and not allowed_rows:
             return
         host = np.concatenate([*banned, *allowed, np.asarray(allowed_rows, dtype=np.int64)])
-        ids = _to_device(host, logits.device)
+        ids = to_device(host, logits.device)
         flat = logits.view(-1)
         if n_banned:
             flat.index_fill_(0, ids[:n_banned], NEG_INF)
@@ -137,17 +138,18 @@ class MaskApplier:
             row.fill(NEG_INF)
             row[m.allowed] = kept
 
-    def steer(self, logits: torch.Tensor, rows: Sequence[int], openers: CallOpeners) -> int:
+    def steer(self, logits: torch.Tensor, rows: Sequence[int], openers: CallOpeners, steered: Tally) -> None:
         """Pool the other-shape openers' probability onto the steering token (the block opener's first
         token, ``openers.block_opener``) in rows ``rows`` (masked already).
 
         The steering token's logit becomes the log-sum-exp of its own and the openers' logits, which are
         set to ``-inf``; every other logit is left as it is, so every other token keeps its
         log-probability exactly. A row whose steering token is masked, or whose openers all are, is
-        left unchanged. Returns how many rows were changed. See :mod:`toolgrammar.runtime.steering`.
+        left unchanged. The rows changed are counted in ``steered`` (on the device: nothing is read back).
+        See :mod:`toolgrammar.runtime.steering`.
         """
         if not rows:
-            return 0
+            return
         device = logits.device
         key = (id(openers), device)
         pooled_ids = self._ids.get(key)
@@ -155,18 +157,16 @@ class MaskApplier:
             pooled_ids = torch.from_numpy(openers.steered).to(device)
             self._ids[key] = pooled_ids
             self._keep[id(openers)] = openers
-        index = torch.tensor(list(rows), device=device)
+        index = to_device(np.asarray(rows, dtype=np.int64), device)
         pooled = logits.index_select(0, index).index_select(1, pooled_ids)
         opener_live = pooled[:, 0] > NEG_INF
         other_live = (pooled[:, 1:] > NEG_INF).any(dim=1)
         go = opener_live & other_live
-        if not bool(go.any()):
-            return 0
-        index = index[go]
-        total = torch.logsumexp(pooled[go].double(), dim=1).to(logits.dtype)
-        logits[index, openers.block_opener] = total
-        logits[index.unsqueeze(1), pooled_ids[1:].unsqueeze(0)] = NEG_INF
-        return len(index)
+        total = torch.logsumexp(pooled.double(), dim=1).to(logits.dtype)
+        logits[index, openers.block_opener] = torch.where(go, total, pooled[:, 0])
+        others = torch.where(go.unsqueeze(1), NEG_INF, pooled[:, 1:])
+        logits[index.unsqueeze(1), pooled_ids[1:].unsqueeze(0)] = others
+        steered.add_on_device(go)
 
     def pool_stops(
         self, logits: torch.Tensor, rows: Sequence[int], banned: Sequence[np.ndarray], ends: np.ndarray
@@ -182,22 +182,18 @@ class MaskApplier:
         if not live:
             return
         device = logits.device
-        width = logits.shape[1]
         ends_t = self.const(ends, device)
-        index = torch.tensor([rows[i] for i in live], device=device)
+        pack = HostPack()
+        at_rows = pack.add([rows[i] for i in live])
+        lengths = [len(banned[i]) for i in live]
+        ids_at = pack.add(np.concatenate([banned[i] for i in live]))
+        owners_at = pack.add(np.repeat(np.arange(len(live), dtype=np.int64), lengths))
+        pack.send(device)
+        index, ids, owner = pack.ints(at_rows), pack.ints(ids_at), pack.ints(owners_at)
         end_logits = logits.index_select(0, index).index_select(1, ends_t)
         best = ends_t[end_logits.argmax(dim=1)]  # per row, its best end-of-turn id
-        lengths = [len(banned[i]) for i in live]
-        flat_ids = torch.from_numpy(np.concatenate([banned[i] + rows[i] * width for i in live])).to(
-            device, non_blocking=True
-        )
-        flat = logits.reshape(-1) if logits.is_contiguous() else None
-        values = (
-            flat.index_select(0, flat_ids)
-            if flat is not None
-            else torch.cat([logits[rows[i]].index_select(0, _device_ids(banned[i], device)) for i in live])
-        )
-        owner = torch.repeat_interleave(torch.arange(len(live), device=device), torch.tensor(lengths, device=device))
+        stop_rows = index[owner]
+        values = logits[stop_rows, ids]
         top = end_logits.max(dim=1).values.double()
         # A row's log-sum-exp over its banned values and its best end, shifted by the row's largest of them.
         shift = top.clone().scatter_reduce_(0, owner, values.double(), reduce="amax")
@@ -206,20 +202,13 @@ class MaskApplier:
         sums.index_add_(0, owner, torch.exp(values.double() - shift[owner]))
         total = shift + torch.log(sums + torch.exp(top - shift))
         go = top > NEG_INF
-        new = torch.where(go, total, top).to(logits.dtype)
-        logits[index, best] = new
-        if flat is not None:
-            keep = go[owner]
-            flat.index_fill_(0, flat_ids[keep], NEG_INF)
-        else:
-            for k, i in enumerate(live):
-                if bool(go[k]):
-                    logits[rows[i]].index_fill_(0, _device_ids(banned[i], device), NEG_INF)
+        logits[index, best] = torch.where(go, total, top).to(logits.dtype)
+        logits[stop_rows, ids] = torch.where(go[owner], NEG_INF, values)
 
     def stop_logits(self, logits: torch.Tensor, rows: Sequence[int], ids: np.ndarray) -> torch.Tensor:
         """Per row of ``rows``: the log-sum-exp of its logits at ``ids`` (the stop tokens), before masking (float64)."""
         device = logits.device
-        index = torch.tensor(list(rows), device=device)
+        index = to_device(np.asarray(rows, dtype=np.int64), device)
         picked = logits.index_select(0, index).index_select(1, self.const(ids, device))
         return torch.logsumexp(picked.double(), dim=1)
 
@@ -229,64 +218,54 @@ class MaskApplier:
         rows: Sequence[int],
         stops: torch.Tensor,
         closers: Sequence[np.ndarray],
-        closing: Sequence[float],
-    ) -> list[tuple[int, float] | None]:
-        """:func:`toolgrammar.runtime.closing.close_row` on masked rows ``rows`` of ``logits`` (in place).
+        closings: Sequence[Closing],
+    ) -> list[OnDevice]:
+        """:func:`toolgrammar.runtime.closing.close_row` on masked rows ``rows`` of ``logits`` (in place), on the
+        device.
 
-        ``stops``: :meth:`stop_logits` of those rows before masking; ``closing``: each row's carried
-        closing probability. One gather and one write for the batch, with one read to the host (two
-        where some row carries a decision: its masked row's log-sum-exp). Returns per row what
-        ``close_row`` returns.
+        ``stops``: :meth:`stop_logits` of those rows before masking; ``closers``: each row's closing tokens (not
+        empty); ``closings``: each row's carried closing probability. One gather, the rule for the whole batch
+        (each row's closer is its first highest closing token), one write; nothing is read back to the host.
+        Returns per row its decision, on the device (``(closer or -1, q if it is taken)``: see
+        :class:`~toolgrammar.runtime.device_state.OnDevice`).
         """
-        out: list[tuple[int, float] | None] = [None] * len(rows)
-        live = [i for i, ids in enumerate(closers) if len(ids)]
-        if not live:
-            return out
+        n = len(rows)
         device = logits.device
-        width = logits.shape[1]
-        flat_ids = torch.cat([self.const(closers[i], device) + rows[i] * width for i in live])
-        values = logits.reshape(-1).index_select(0, flat_ids) if logits.is_contiguous() else None
-        if values is None:  # a view: one gather per row
-            values = torch.cat([logits[rows[i]].index_select(0, self.const(closers[i], device)) for i in live])
-        host = torch.cat([values.double(), stops.to(device).double()]).tolist()
-        found, stop_at = host[: len(values)], host[len(values) :]
-        carried = [i for i in live if closing[i] > 0.0]
-        allowed: dict[int, float] = {}
-        if carried:
-            index = torch.tensor([rows[i] for i in carried], device=device)
-            sums = torch.logsumexp(logits.index_select(0, index).double(), dim=1).tolist()
-            allowed = dict(zip(carried, sums, strict=True))
-        write_rows: list[int] = []
-        write_ids: list[int] = []
-        write_values: list[float] = []
-        offset = 0
-        for i in live:
-            n = len(closers[i])
-            mine = found[offset : offset + n]
-            offset += n
-            best = choose(np.array(mine), stop_at[i], closing[i])
-            if best is None:
-                continue
-            new, taken = pooled(mine[best], stop_at[i], closing[i], allowed.get(i, -math.inf))
-            token = int(closers[i][best])
-            write_rows.append(rows[i])
-            write_ids.append(token)
-            write_values.append(new)
-            out[i] = (token, taken if taken >= NEGLIGIBLE else 0.0)
-        if write_rows:
-            logits[torch.tensor(write_rows, device=device), torch.tensor(write_ids, device=device)] = torch.tensor(
-                write_values, dtype=logits.dtype, device=device
-            )
-        return out
-
-
-def _to_device(host: np.ndarray, device: torch.device) -> torch.Tensor:
-    """``host`` (a fresh int64 array) on ``device``: shared memory on the CPU; else one copy from pinned memory
-    that does not wait for the device (the operations that read it are queued after it)."""
-    t = torch.from_numpy(host)
-    if device.type == "cpu":
-        return t
-    return t.pin_memory().to(device, non_blocking=True)
+        lengths = [len(ids) for ids in closers]
+        pack = HostPack()
+        tokens_at = pack.add(np.concatenate(closers))
+        owners_at = pack.add(np.repeat(np.arange(n, dtype=np.int64), lengths))
+        rows_at = pack.add(np.asarray(rows, dtype=np.int64))
+        closing_at, carried = closing_values(closings, pack)
+        maybe_carried = bool(carried) or any(isinstance(c, float) and c > 0.0 for c in closings)
+        pack.send(device)
+        tokens, owner, index = pack.ints(tokens_at), pack.ints(owners_at), pack.ints(rows_at)
+        closing = carried.fill(pack.floats(closing_at))
+        found = logits[index[owner], tokens].double()
+        # Each row's first highest closing token, as np.argmax picks it.
+        top = torch.full((n,), NEG_INF, dtype=torch.float64, device=device).scatter_reduce_(0, owner, found, "amax")
+        positions = torch.arange(len(found), device=device)
+        first = torch.where(found == top[owner], positions, len(found))
+        best = torch.full((n,), len(found), dtype=torch.int64, device=device).scatter_reduce_(0, owner, first, "amin")
+        closer, token = found[best], tokens[best]
+        stop = stops.to(device).double()
+        go = (closer > NEG_INF) & (stop < math.inf) & ((closing > 0.0) | (stop > NEG_INF))
+        own = torch.logaddexp(closer, stop)
+        new, taken = own, torch.sigmoid(stop - closer)
+        if maybe_carried:  # the mixture of closing (q) and not: see closing.pooled
+            allowed = torch.logsumexp(logits.index_select(0, index).double(), dim=1)
+            q = closing.clamp(max=MOST_CLOSING)
+            total = torch.logaddexp(allowed, stop)
+            odds = torch.log(q) - torch.log1p(-q)
+            chosen = q + (1.0 - q) * torch.exp(own - total)
+            deciding = q + (1.0 - q) * torch.exp(stop - total)
+            on = closing > 0.0
+            new = torch.where(on, torch.logaddexp(own, total + odds), own)
+            taken = torch.where(on, deciding / chosen, taken)
+        taken = torch.where(taken >= NEGLIGIBLE, taken, 0.0)
+        logits[index, token] = torch.where(go, new, closer).to(logits.dtype)
+        decided = torch.stack([torch.where(go, token.double(), -1.0), torch.where(go, taken, 0.0)])
+        return [OnDevice(decided, i) for i in range(n)]
 
 
 def _device_ids(ids: np.ndarray, device: torch.device) -> torch.Tensor:
