@@ -5,6 +5,8 @@ install goes on without it and the engine walks with numpy (same masks, slower f
 ``toolgrammar doctor``-style check is ``toolgrammar.native.available()``).
 """
 
+import sys
+
 from setuptools import Extension, setup
 
 setup(
@@ -13,6 +15,7 @@ setup(
             "toolgrammar._native",
             sources=["src/toolgrammar/_native.c"],
             extra_compile_args=["-O3"],
+            libraries=[] if sys.platform == "win32" else ["m"],  # exp, log1p (pour)
             optional=True,
         )
     ]

@@ -20,12 +20,16 @@ one 256-token turn, under seven generations per setting (greedy; sampled at temp
 | auto, steered where name fits | the chat template's | the same, ``steer_gate="name"``
 (:mod:`toolgrammar.evaluate.relevance`) |
 | auto, steered where pmi+name say | the chat template's | the same, ``steer_gate="pmi+name"`` |
+| required, call first, prefix-true | ... + what the grammar forces | ``tool_choice="required"``, ``prefix_true=True`` |
+| auto, steered, prefix-true | the chat template's | ``tool_choice="auto", steer_to_blocks=True, prefix_true=True`` |
 
 Reports per policy: runs with an intended call (a block or another shape), valid calls, errors by
 kind, expected tool (valid call; and named in any shape), expected tool + arguments, tokens, time;
 and for steering, how many runs whose free twin wrote an other-shape call became valid blocks, and
-which prose turns became calls (with examples). Writes ``OUT/generations.jsonl`` as it goes (one line
-per policy and setting: every run record), then ``OUT/quality.json`` and ``OUT/quality.md``.
+which prose turns became calls (with examples); and the blocks the budget closed (a value that grew until
+the budget ended it: what prefix-true masking, :mod:`toolgrammar.runtime.prefix_true`, is for). Writes
+``OUT/generations.jsonl`` as it goes (one line per policy and setting: every run record), then
+``OUT/quality.json`` and ``OUT/quality.md``.
 Needs the ``compare`` extra (``bash scripts/setup.sh``). Not a timed test: one run of the five ungated
 policies takes about an hour on 2 cores; the two gated ones add their gates' passes.
 """
@@ -60,6 +64,14 @@ POLICIES: dict[str, tuple[dict[str, Any], str]] = {
     "free, opener pre-filled": ({"tool_choice": "required", "steer_to_blocks": False}, "free"),
     "required, call first": ({"tool_choice": "required", "steer_to_blocks": False}, "constrained"),
     "auto, steered": ({"tool_choice": "auto", "steer_to_blocks": True}, "constrained"),
+    "required, call first, prefix-true": (
+        {"tool_choice": "required", "steer_to_blocks": False, "prefix_true": True},
+        "constrained",
+    ),
+    "auto, steered, prefix-true": (
+        {"tool_choice": "auto", "steer_to_blocks": True, "prefix_true": True},
+        "constrained",
+    ),
     "auto, steered where name fits": (
         {"tool_choice": "auto", "steer_to_blocks": True, "steer_gate": "name"},
         "constrained",
@@ -219,8 +231,9 @@ def markdown_report(result: dict[str, Any]) -> str:
         f"Model: {result['model_source']}.",
         "",
         "| policy | runs | intended call | valid calls | errors (calls that cannot run) | expected tool, valid call | "
-        "expected tool, any shape | expected tool + arguments, valid call | ... any shape | tokens | time (s) |",
-        "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+        "expected tool, any shape | expected tool + arguments, valid call | ... any shape | blocks the budget closed | "
+        "tokens | time (s) |",
+        "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for policy, m in s.items():
         kinds = ", ".join(f"{k} {v}" for k, v in m["intended_error_kinds"].items()) or "0"
@@ -237,7 +250,7 @@ def markdown_report(result: dict[str, Any]) -> str:
             f"{_rate(m['expected_tool_any_shape_hits'], m['expected_tool_tasks'])} | "
             f"{_rate(m['expected_arguments_hits'], m['expected_arguments_tasks'])} | "
             f"{_rate(m['expected_arguments_any_shape_hits'], m['expected_arguments_tasks'])} | "
-            f"{m['tokens']:,} | {m['generate_seconds']:.0f} |"
+            f"{m['budget_closed_blocks']} | {m['tokens']:,} | {m['generate_seconds']:.0f} |"
         )
     st = result["steering"]
     if not st["free_runs_with_other_shape_call"] and not st["free_prose_runs"]:

@@ -11,8 +11,9 @@
  * (trie_build, trie_symbols), the budget bound's token edges (trie_edges) and literal tokens
  * (text_tokens), the tail bound's shortest paths (relax), subset construction (subset), the joins of
  * composed parts (shift_rows), pruning (live_states, reach, compact), minimization (minimize,
- * Hopcroft's) and the canonical numbering after it (bfs_order). Each has a Python/numpy twin in
- * runtime/token_table.py, runtime/token_grammar.py, automata/subset.py and automata/compose.py that
+ * Hopcroft's) and the canonical numbering after it (bfs_order); and one step of generation, prefix-true
+ * masking's pour (pour). Each has a Python/numpy twin in runtime/token_table.py,
+ * runtime/token_grammar.py, runtime/prefix_true.py, automata/subset.py and automata/compose.py that
  * gives the same result (tests/base/test_native.py compares them).
  *
  * No numpy headers: arrays come in through the buffer protocol (C-contiguous, the item sizes checked
@@ -22,6 +23,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1850,6 +1852,79 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------------------------------------
+ * pour(row float32 (in/out), donor_logits float32, donor_group int64, receivers int64,
+ *      receiver_slot int64, receiver_group int64, scratch float64 (2 * n_groups + n_receivers)) -> None
+ *
+ * Prefix-true masking's step on one masked row (runtime/prefix_true.pour_host_row is its numpy twin, in the
+ * same order of sums): each group's donors (their logits read before masking) give their probability to the
+ * group's receivers (pairs: receivers[receiver_slot[j]] in group receiver_group[j]), in proportion to the
+ * receivers' own. In double, shifted by the largest logit involved; a group whose receivers hold nothing
+ * (all masked, or underflowing) moves nothing.
+ * ---------------------------------------------------------------------------------------------- */
+
+static PyObject *pour(PyObject *self, PyObject *args) {
+    PyObject *o_row, *o_dl, *o_dg, *o_rc, *o_rs, *o_rg, *o_sc;
+    if (!PyArg_ParseTuple(args, "OOOOOOO", &o_row, &o_dl, &o_dg, &o_rc, &o_rs, &o_rg, &o_sc)) return NULL;
+    Buf row = {0}, dl = {0}, dg = {0}, rc = {0}, rs = {0}, rg = {0}, sc = {0};
+    PyObject *result = NULL;
+    if (get_buf(o_row, &row, "row", 4, 1) || get_buf(o_dl, &dl, "donor_logits", 4, 0) ||
+        get_buf(o_dg, &dg, "donor_group", 8, 0) || get_buf(o_rc, &rc, "receivers", 8, 0) ||
+        get_buf(o_rs, &rs, "receiver_slot", 8, 0) || get_buf(o_rg, &rg, "receiver_group", 8, 0) ||
+        get_buf(o_sc, &sc, "scratch", 8, 1))
+        goto done;
+    Py_ssize_t width = N(row, float), nd = N(dl, float), nr = N(rc, int64_t), npairs = N(rs, int64_t);
+    Py_ssize_t ng = (N(sc, double) - nr) / 2;
+    if (N(dg, int64_t) != nd || N(rg, int64_t) != npairs || ng < 0 || 2 * ng + nr != N(sc, double)) {
+        PyErr_SetString(PyExc_ValueError, "pour: donors, receivers, pairs and scratch do not fit together");
+        goto done;
+    }
+    float *R = row.view.buf;
+    const float *D = dl.view.buf;
+    const int64_t *DG = dg.view.buf, *RC = rc.view.buf, *RS = rs.view.buf, *RG = rg.view.buf;
+    for (Py_ssize_t i = 0; i < nr; i++)
+        if (RC[i] < 0 || RC[i] >= width) {
+            PyErr_Format(PyExc_ValueError, "pour: receivers[%zd] = %lld, outside the row", i, (long long)RC[i]);
+            goto done;
+        }
+    for (Py_ssize_t i = 0; i < nd; i++)
+        if (DG[i] < 0 || DG[i] >= ng) {
+            PyErr_Format(PyExc_ValueError, "pour: donor_group[%zd] = %lld, outside 0..%zd", i, (long long)DG[i], ng - 1);
+            goto done;
+        }
+    for (Py_ssize_t j = 0; j < npairs; j++)
+        if (RS[j] < 0 || RS[j] >= nr || RG[j] < 0 || RG[j] >= ng) {
+            PyErr_Format(PyExc_ValueError, "pour: pair %zd = (%lld, %lld), outside the receivers or groups", j,
+                         (long long)RS[j], (long long)RG[j]);
+            goto done;
+        }
+    double top = -INFINITY;
+    for (Py_ssize_t i = 0; i < nd; i++)
+        if (D[i] > top) top = D[i];
+    for (Py_ssize_t i = 0; i < nr; i++)
+        if (R[RC[i]] > top) top = R[RC[i]];
+    if (isfinite(top)) {
+        double *given = sc.view.buf, *held = given + ng, *gain = held + ng;
+        memset(given, 0, (size_t)(2 * ng + nr) * sizeof(double));
+        for (Py_ssize_t i = 0; i < nd; i++) given[DG[i]] += exp((double)D[i] - top);
+        for (Py_ssize_t j = 0; j < npairs; j++) held[RG[j]] += exp((double)R[RC[RS[j]]] - top);
+        for (Py_ssize_t j = 0; j < npairs; j++)
+            if (held[RG[j]] > 0.0) gain[RS[j]] += given[RG[j]] / held[RG[j]];
+        for (Py_ssize_t i = 0; i < nr; i++) R[RC[i]] = (float)((double)R[RC[i]] + log1p(gain[i]));
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    release(&row);
+    release(&dl);
+    release(&dg);
+    release(&rc);
+    release(&rs);
+    release(&rg);
+    release(&sc);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"trie_build", trie_build, METH_VARARGS, "Sort the tokens and lay their trie out in preorder."},
     {"trie_walk", trie_walk, METH_VARARGS, "Every token the automaton accepts from a state, with its end state."},
@@ -1864,6 +1939,7 @@ static PyMethodDef methods[] = {
     {"trie_edges", trie_edges, METH_VARARGS, "(state, end state) of a token trie walked from states."},
     {"shift_rows", shift_rows, METH_VARARGS, "Copy a table's rows into another, targets shifted, dead kept."},
     {"compact", compact, METH_VARARGS, "The kept rows of a table, targets renumbered."},
+    {"pour", pour, METH_VARARGS, "Prefix-true masking: the donors' probability onto their groups' receivers."},
     {"subset", subset, METH_VARARGS, "Subset construction of a Thompson NFA, states numbered breadth-first."},
     {NULL, NULL, 0, NULL},
 };

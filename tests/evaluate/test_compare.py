@@ -621,21 +621,50 @@ def test_the_call_inside_a_truncated_block_is_judged_too(tmp_path):
     assert rows["truncated blocks, inside: unknown-tool"] == ("1", "0")
 
 
-def test_close_on_stop_is_on_by_default_and_the_flag_turns_it_off(tmp_path, monkeypatch):
-    """``--no-close-on-stop`` reaches the constrained side's processor; the report says which; a directory
-    written without the option (the default) resumes, one written with it off does not resume with it on."""
+def _spy_processors(monkeypatch: pytest.MonkeyPatch, option: str) -> list[Any]:
+    """The value of ``option`` on every constrained-side processor built from now on, in order."""
     pytest.importorskip("torch")
     from toolgrammar.evaluate.compare import generation
 
-    built = []
+    built: list[Any] = []
     real = generation.HFGenerator.processor.fget
 
     def spy(self):
         processor = real(self)
-        built.append(processor.close_on_stop)
+        built.append(getattr(processor, option))
         return processor
 
     monkeypatch.setattr(generation.HFGenerator, "processor", property(spy))
+    return built
+
+
+def test_prefix_true_is_off_by_default_and_skip_holds_out_the_first_tasks(tmp_path, monkeypatch):
+    """``--prefix-true`` reaches the constrained side's processor and the report; ``--skip`` leaves out the first
+    tasks; a directory written with the defaults has neither in its config (so it resumes as before)."""
+    built = _spy_processors(monkeypatch, "prefix_true")
+    options = ["--model", "tiny-random", "--limit", "1", "--max-new-tokens", "8", "--temperature", "1.0"]
+    for flag, out in (([], "off"), (["--prefix-true", "--skip", "2"], "on")):
+        assert _cli([*options, *flag, "--out", str(tmp_path / out)]) in (0, 1)
+    assert built and set(built[: len(built) // 2]) == {False} and set(built[len(built) // 2 :]) == {True}
+    assert "--prefix-true" in (tmp_path / "on" / "report.md").read_text()
+    assert "prefix-true" not in (tmp_path / "off" / "report.md").read_text()
+    config = json.loads((tmp_path / "off" / "config.json").read_text())["config"]
+    assert "prefix_true" not in config and "skip" not in config
+    config = json.loads((tmp_path / "on" / "config.json").read_text())["config"]
+    assert config["prefix_true"] is True and config["skip"] == 2
+    first, third = (
+        {r["task_id"] for r in map(json.loads, (tmp_path / out / "runs.jsonl").read_text().splitlines()) if "task" in r}
+        for out in ("off", "on")
+    )
+    tasks = [t.id for t in load_tasks(bundled_tasks_path(), load_tools(bundled_tools_path(), mode="strings"))]
+    assert first == {tasks[0]} and third == {tasks[2]}
+    assert _cli([*options, "--skip", "-1", "--out", str(tmp_path / "bad")]) != 0
+
+
+def test_close_on_stop_is_on_by_default_and_the_flag_turns_it_off(tmp_path, monkeypatch):
+    """``--no-close-on-stop`` reaches the constrained side's processor; the report says which; a directory
+    written without the option (the default) resumes, one written with it off does not resume with it on."""
+    built = _spy_processors(monkeypatch, "close_on_stop")
     options = ["--model", "tiny-random", "--limit", "1", "--max-new-tokens", "8", "--temperature", "1.0"]
     for flag, out in (([], "on"), (["--no-close-on-stop"], "off")):
         assert _cli([*options, *flag, "--out", str(tmp_path / out)]) in (0, 1)

@@ -451,6 +451,33 @@ def test_budget_comes_from_max_tokens_and_the_context_left() -> None:
     assert proc.rows[1].cursor.max_tokens == 40
 
 
+def _steps_through_vllm(rows: int, written: list[int], steps: Any, spec: dict[str, Any]) -> tuple[list[Any], Any]:
+    """``rows`` requests that wrote ``written`` (with ``spec`` in their toolgrammar spec) and a plain one, through
+    the processor step by step (``steps``: each step's logits and the token each row took before it); returns
+    each step's constrained rows and the processor. The plain request's row must stay untouched."""
+    import torch
+    from vllm import SamplingParams
+
+    proc = _processor()
+    outs: list[list[int]] = [list(written) for _ in range(rows)]
+    plain_out: list[int] = []
+    params = _params(64, tool_choice="auto", reasoning="disabled", **spec)
+    added = [(r, params, [1, 2, 3], outs[r]) for r in range(rows)]
+    proc.update_state(_update(rows + 1, added=[*added, (rows, SamplingParams(max_tokens=64), [1], plain_out)]))
+    got = []
+    for logits, new in steps:
+        for out in outs:
+            out.extend(new)
+        plain_out.extend(new)
+        batch = torch.cat([logits, logits[:1]]) if rows > 1 else logits.clone()
+        plain = batch[-1].clone()
+        proc.apply(batch)
+        if rows > 1:
+            assert torch.equal(batch[-1], plain), "the plain request's row was changed"
+        got.append(batch[:rows].clone())
+    return got, proc
+
+
 @pytest.mark.parametrize("rows", [1, 3], ids=["host-row", "batched"])
 def test_a_stop_after_the_last_brace_closes_the_block_as_in_transformers(rows: int) -> None:
     """close_on_stop in route 2 gives, step for step, the transformers processor's logits bit for bit.
@@ -459,7 +486,6 @@ def test_a_stop_after_the_last_brace_closes_the_block_as_in_transformers(rows: i
     close in pieces. The stop decided at step 1 closes the block at step 2; with ``close_on_stop: false``
     in the spec ``<`` wins. A plain request in the batch is untouched throughout."""
     import torch
-    from vllm import SamplingParams
 
     from toolgrammar.integrations.hf import ToolCallLogitsProcessor
     from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
@@ -480,28 +506,8 @@ def test_a_stop_after_the_last_brace_closes_the_block_as_in_transformers(rows: i
     written = tokenizer.encode(call, add_special_tokens=False)
     steps = ((first, []), (second, [newline]), (third, [close]))
 
-    def through_vllm(on: bool) -> tuple[list[torch.Tensor], Any]:
-        proc = _processor()
-        outs: list[list[int]] = [list(written) for _ in range(rows)]
-        plain_out: list[int] = []
-        params = _params(64, tool_choice="auto", reasoning="disabled", **({} if on else {"close_on_stop": False}))
-        added = [(r, params, [1, 2, 3], outs[r]) for r in range(rows)]
-        proc.update_state(_update(rows + 1, added=[*added, (rows, SamplingParams(max_tokens=64), [1], plain_out)]))
-        got = []
-        for logits, new in steps:
-            for out in outs:
-                out.extend(new)
-            plain_out.extend(new)
-            batch = torch.cat([logits, logits[:1]]) if rows > 1 else logits.clone()
-            plain = batch[-1].clone()
-            proc.apply(batch)
-            if rows > 1:
-                assert torch.equal(batch[-1], plain), "the plain request's row was changed"
-            got.append(batch[:rows].clone())
-        return got, proc
-
-    on, proc = through_vllm(True)
-    off, _ = through_vllm(False)
+    on, proc = _steps_through_vllm(rows, written, steps, {})
+    off, _ = _steps_through_vllm(rows, written, steps, {"close_on_stop": False})
     assert (on[0].argmax(1) == newline).all() and (off[0].argmax(1) == newline).all()
     assert (on[1].argmax(1) == close).all() and (off[1].argmax(1) == less).all()
     assert proc.stats()["stop_closes"] == rows
@@ -512,6 +518,49 @@ def test_a_stop_after_the_last_brace_closes_the_block_as_in_transformers(rows: i
         prompt = torch.cat([prompt, torch.tensor([new] * rows)], dim=1) if new else prompt
         assert torch.equal(hf(prompt, logits.clone()), mine)
     assert hf.stop_closes == rows
+
+
+@pytest.mark.parametrize("rows", [1, 3], ids=["host-row", "batched"])
+def test_prefix_true_gives_the_transformers_processors_logits(rows: int) -> None:
+    """prefix_true in route 2 gives, step for step, the transformers processor's logits bit for bit: inside the
+    last string the model wants the quote glued to a comma (masked: no property follows), and with the option the
+    quote-led closers get that probability. A plain request in the batch is untouched; off by default."""
+    import torch
+    from vllm import SamplingParams
+
+    from toolgrammar.integrations.hf import ToolCallLogitsProcessor
+    from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
+    from toolgrammar.integrations.vllm import VllmToolCallLogitsProcessor
+
+    tokenizer = load_qwen3_tokenizer()
+    call = '<tool_call>\n{"name": "read_file", "arguments": {"path": "a.txt'
+    quote_comma, space, closer = (tokenizer.encode(t, add_special_tokens=False)[0] for t in ('",', " ", '"}}'))
+    gen = torch.Generator().manual_seed(4)
+    first = torch.randn(rows, 151_936, generator=gen)
+    first[:, quote_comma] = 12.0
+    first[:, space] = 8.0
+    first[:, closer] = 7.5
+    second = torch.randn(rows, 151_936, generator=gen)
+    written = tokenizer.encode(call, add_special_tokens=False)
+    steps = ((first, []), (second, [closer]))
+
+    (on, proc), (off, _) = (_steps_through_vllm(rows, written, steps, spec) for spec in ({"prefix_true": True}, {}))
+    assert all(proc.rows[r].prefix_true for r in range(rows))
+    assert (on[0].argmax(1) == closer).all() and (off[0].argmax(1) == space).all()
+    for poured, plain in zip(on, off, strict=True):
+        assert torch.equal(torch.isfinite(poured), torch.isfinite(plain))  # the mask is the mask
+    for prefix_true, got in ((True, on), (False, off)):
+        hf = ToolCallLogitsProcessor(
+            tokenizer, _tools(), max_new_tokens=64, reasoning="disabled", assistant_prefix=call, prefix_true=prefix_true
+        )
+        prompt = torch.tensor([[1, 2, 3, *written]] * rows)
+        for (logits, new), mine in zip(steps, got, strict=True):
+            prompt = torch.cat([prompt, torch.tensor([new] * rows)], dim=1) if new else prompt
+            assert torch.equal(hf(prompt, logits.clone()), mine)
+    with pytest.raises(ValueError, match="prefix_true'\\] must be true or false, got 'yes'"):
+        VllmToolCallLogitsProcessor.validate_params(
+            SamplingParams(extra_args={"toolgrammar": {"tools": _tools(), "prefix_true": "yes"}})
+        )
 
 
 @pytest.mark.parametrize(("key", "value"), [("close_on_stop", False), ("steer_to_blocks", True)])

@@ -3,7 +3,8 @@ operations it launches do not grow with the batch, and it reads nothing back fro
 
 Driven offline, without vLLM: the processor reads vLLM's config, ``SamplingParams`` and ``BatchUpdate`` by
 attribute only, so plain namespaces stand in for them (as a vLLM engine's objects would be read). Rows write
-calls one after another (``close_on_stop`` acts after each call's last brace) after some free text
+calls one after another (``close_on_stop`` acts after each call's last brace, prefix-true masking inside each
+call) after some free text
 (``steer_to_blocks`` acts at every call point there), each row offset from the others, so from a batch of 50
 rows on every step has rows in every phase of the call.
 """
@@ -38,20 +39,20 @@ def _processor(vocab, rows: int, outs: list[list[int]]) -> VllmToolCallLogitsPro
     config = SimpleNamespace(model_config=model_config, scheduler_config=SimpleNamespace(async_scheduling=False))
     proc = VllmToolCallLogitsProcessor(config, torch.device("cpu"), False)
     proc._vocab = vocab
-    args = extra_args(TOOLS, tool_choice="auto", reasoning="disabled", steer_to_blocks=True)
+    args = extra_args(TOOLS, tool_choice="auto", reasoning="disabled", steer_to_blocks=True, prefix_true=True)
     added = [(r, SimpleNamespace(max_tokens=4096, extra_args=args), [1, 2, 3], outs[r]) for r in range(rows)]
     proc.update_state(SimpleNamespace(batch_size=rows, removed=[], added=added, moved=[]))
     assert len(proc.rows) == rows
     return proc
 
 
-def _spy(monkeypatch, obj, name: str) -> list[int]:
-    """Calls of ``obj.name`` from now on, each as the number of rows it was given."""
+def _spy(monkeypatch, obj, name: str, measure=lambda args: len(args[1])) -> list[int]:
+    """Calls of ``obj.name`` from now on, each as ``measure`` of its arguments (default: the rows it was given)."""
     calls: list[int] = []
     original = getattr(obj, name)
 
     def spied(*args, **kwargs):
-        calls.append(len(args[1]))
+        calls.append(measure(args))
         return original(*args, **kwargs)
 
     monkeypatch.setattr(obj, name, spied)
@@ -66,6 +67,7 @@ def test_the_step_s_operations_do_not_grow_with_the_batch_and_nothing_is_read_ba
         rows = [stream(r) for r in range(size)]
         proc = _processor(qwen3_vocab, size, outs)
         closes = _spy(monkeypatch, proc.applier, "close")
+        pours = _spy(monkeypatch, proc.applier, "pour", lambda args: args[1].n_groups)
         per_step = []
         for step in range(2 * cycle):
             for out, row in zip(outs, rows, strict=True):
@@ -84,6 +86,7 @@ def test_the_step_s_operations_do_not_grow_with_the_batch_and_nothing_is_read_ba
         stats = proc.stats()
         assert stats["errors"] == 0 and stats["steered_steps"] > 0
         assert len(closes) >= (cycle if size >= cycle else 1)  # close_on_stop acted (on every step from 50 rows)
+        assert len(pours) >= (cycle if size >= cycle else 1)  # so did prefix-true masking
         most[size] = max(per_step)
         if size >= cycle:  # every phase of the call on every step: the same operations each step
             assert len(set(per_step)) == 1, per_step

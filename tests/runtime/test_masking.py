@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from toolgrammar.runtime.masking import NEG_INF, MaskApplier
+from toolgrammar.runtime.prefix_true import PrefixTable
 from toolgrammar.runtime.token_grammar import StateMask
 from toolgrammar.testing.dispatch import DispatchCounter, host_reads
 
@@ -183,15 +184,26 @@ class _Step:
         self.closers = [np.array([11 + i % 7, 40 + i % 5], dtype=np.int64) for i in self.rows]
         self.banned = [np.array([20 + i % 3], dtype=np.int64) for i in self.rows]
         self.openers = openers
+        ids = lambda *v: np.array(v, dtype=np.int64)  # noqa: E731
+        self.prefixes = [  # prefix-true tables of two shapes: two groups sharing a receiver, one group
+            PrefixTable(ids(100, 101 + i % 3), ids(0, 1), ids(200, 201 + i % 4), ids(0, 1, 1), ids(0, 0, 1), 2)
+            if i % 2
+            else PrefixTable(ids(120 + i % 5), ids(0), ids(210), ids(0), ids(0), 1)
+            for i in self.rows
+        ]
 
     def __call__(self, pending: list, logits: torch.Tensor) -> list:
-        """Follow last step's decisions, read the stops, mask, close, pool stop strings, steer."""
+        """Follow last step's decisions, read the stops and the donors, mask, pour, close, pool stop strings,
+        steer."""
         from toolgrammar.runtime.device_state import Follow, follow_on_device
 
         follows = [Follow(p, int(11 + i % 7), i % 2 == 0, True, slot=i) for i, p in enumerate(pending)]
         carried = follow_on_device(follows, self.closes) if pending else [0.0] * len(self.rows)
         stop = self.applier.stop_logits(logits, self.rows, self.STOP_IDS)
+        pouring = self.applier.gather_donors(logits, self.rows, self.prefixes)
         self.applier.apply(logits, self.rows, self.masks, N_TOKENS)
+        assert pouring is not None
+        self.applier.pour(logits, pouring)
         decided = self.applier.close(logits, self.rows, stop, self.closers, carried)
         self.applier.pool_stops(logits, self.rows, self.banned, self.ENDS)
         self.applier.steer(logits, self.rows, self.openers, self.steered)
@@ -199,7 +211,8 @@ class _Step:
 
 
 def test_a_step_with_closes_steering_and_stops_does_not_grow_with_the_batch() -> None:
-    """The whole batch step a processor runs, with every feature acting on every row: the torch operations it
+    """The whole batch step a processor runs, with every feature (prefix-true masking's pour included) acting on
+    every row: the torch operations it
     dispatches do not grow with the batch, and nothing is read back to the host (no ``.tolist()``, ``.item()``,
     ``bool()``, and no tensor built from a Python list)."""
     from toolgrammar.runtime.steering import CallOpeners

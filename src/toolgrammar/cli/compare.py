@@ -146,6 +146,18 @@ def compare_command(
             "'+' ('pmi+name': where all say so). The gate's score and verdict are recorded per run.",
         ),
     ] = "none",
+    prefix_true: Annotated[
+        bool,
+        typer.Option(
+            "--prefix-true/--no-prefix-true",
+            help="Constrained side: inside a block, a masked token whose bytes start with an accepted continuation "
+            "('},' where only '}' may follow) gives its probability to the allowed tokens consistent with it "
+            "('}', '}}'), instead of spreading it over every allowed token.",
+        ),
+    ] = False,
+    skip: Annotated[
+        int, typer.Option(help="Leave out the first N tasks (per category with --suite): a held-out slice.")
+    ] = 0,
     parallel_tool_calls: Annotated[
         bool, typer.Option("--parallel-tool-calls/--no-parallel-tool-calls", help="Allow several blocks per turn.")
     ] = True,
@@ -202,6 +214,8 @@ def compare_command(
         _fail(str(error))
     if limit < 0:
         _fail(f"--limit must be 0 (all tasks) or positive, got {limit}")
+    if skip < 0:
+        _fail(f"--skip must be 0 or more, got {skip}")
     if batch_size < 0:
         _fail(f"--batch-size must be 0 (all at once) or positive, got {batch_size}")
     config = CompareConfig(
@@ -210,6 +224,7 @@ def compare_command(
         tasks=str(tasks) if tasks is not None else None,
         seeds=seed_list,
         limit=limit or None,
+        skip=skip,
         max_new_tokens=max_new_tokens,
         temperature=temperature,
         top_p=top_p,
@@ -222,6 +237,7 @@ def compare_command(
         prose_first=prose_first,
         steer_to_blocks=steer_to_blocks,
         close_on_stop=close_on_stop,
+        prefix_true=prefix_true,
         steer_gate=steer_gate,
         parallel_tool_calls=parallel_tool_calls,
         reasoning=reasoning,

@@ -177,7 +177,8 @@ def run_suite(
     generator_factory: GeneratorFactory | None = None,
     data: bfcl.BfclData | None = None,
 ) -> SuiteReport:
-    """Run BFCL ``categories`` free and constrained; ``config.limit`` items of each (``None``: all).
+    """Run BFCL ``categories`` free and constrained; ``config.limit`` items of each (``None``: all), after
+    the first ``config.skip``.
 
     Inputs are checked before anything is loaded: options, the categories, BFCL's data, every item's
     tools (an item whose tools still fail to load is an error, never skipped). Raises :class:`CompareError`.
@@ -189,7 +190,8 @@ def run_suite(
         plan: list[tuple[bfcl.BfclItem, Any, BfclTask, list[str]]] = []
         for category in categories:
             items = bfcl.load_category(category, data)
-            for item in items[: config.limit] if config.limit else items:
+            held = items[config.skip :]
+            for item in held[: config.limit] if config.limit else held:
                 try:
                     toolset, notes = bfcl.grammar_tools(
                         bfcl.to_openai_tools(item.functions, category), mode=config.mode
@@ -308,6 +310,7 @@ def _accuracy(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "valid": sum(v["valid"] for v in verdicts),
             "accuracy": sum(v["valid"] for v in verdicts) / len(verdicts) if verdicts else None,
             "valid_any_shape": sum(v["valid"] for v in any_shape),
+            "budget_closed_blocks": sum(r[mode].get("budget_closed_blocks", 0) for r in runs),
             "error_types": dict(sorted(types.items(), key=lambda kv: -kv[1])),
         }
         gated = [r[mode]["steer_gate"] for r in runs if r[mode].get("steer_gate")]
@@ -380,6 +383,8 @@ def _policy(cfg: Mapping[str, Any]) -> str:
     policy = f"`{cfg['tool_choice']}`" + (", steered" if cfg.get("steer_to_blocks") else "")
     if cfg.get("steer_gate", "none") != "none":
         policy += f" {describe_gate(cfg['steer_gate'])} (`--steer-gate {cfg['steer_gate']}`)"
+    if cfg.get("prefix_true"):
+        policy += ", prefix-true masking"
     return policy
 
 
@@ -389,6 +394,8 @@ def _constrained_label(cfg: Mapping[str, Any]) -> str:
     if cfg.get("steer_to_blocks"):
         gate = cfg.get("steer_gate", "none")
         label += ", steered" + (f" where {gate} says so" if gate != "none" else "")
+    if cfg.get("prefix_true"):
+        label += ", prefix-true"
     return label
 
 

@@ -39,6 +39,7 @@ from toolgrammar.runtime.closing import close_row, log_sum, stop_ids
 from toolgrammar.runtime.cursor import Cursor
 from toolgrammar.runtime.device_state import Closing, Follow, Pending, Tally, follow_on_device, follow_row, host_closing
 from toolgrammar.runtime.masking import MaskApplier
+from toolgrammar.runtime.prefix_true import NO_TABLE, pour_host_row
 from toolgrammar.runtime.steering import CallPoints, call_openers, steer_row
 from toolgrammar.runtime.stops import StopRule, checked_stops, pool_stops, stop_rule
 from toolgrammar.runtime.token_grammar import TokenGrammar, token_grammar
@@ -212,6 +213,12 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         token: a model that means to stop after its call closes the block and stops, rather than writing
         the close in pieces and calling again. Every other token keeps its logit exactly and the mask is
         unchanged; outside blocks nothing changes. See :mod:`toolgrammar.runtime.closing`.
+    prefix_true : bool, default: False
+        Inside a block, a masked token whose bytes start with a continuation the grammar accepts (``},``
+        where only ``}`` may follow the value) gives its probability to the allowed tokens consistent with
+        that continuation (``}``, ``}}``, ``}\\n``), in proportion to their own, instead of spreading it over
+        every allowed token: the model's "this value is done" stays on closing the value. Only allowed
+        tokens gain; outside blocks nothing changes. See :mod:`toolgrammar.runtime.prefix_true`.
     assistant_prefix : str, default: ""
         Text the prompt already put at the start of the assistant turn, after the generation prompt
         (a harness that pre-fills the block opener, ``"<tool_call>\\n"``): the grammar continues after
@@ -252,6 +259,7 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         steer_to_blocks: bool = False,
         steer_rows: Sequence[bool] | None = None,
         close_on_stop: bool = True,
+        prefix_true: bool = False,
         assistant_prefix: str = "",
         stop_strings: str | Sequence[str] | None = None,
         stop_token_ids: Sequence[int] | None = None,
@@ -263,6 +271,8 @@ class ToolCallLogitsProcessor(LogitsProcessor):
             raise ProcessorError(f"steer_to_blocks must be True or False, got {steer_to_blocks!r}")
         if not isinstance(close_on_stop, bool):
             raise ProcessorError(f"close_on_stop must be True or False, got {close_on_stop!r}")
+        if not isinstance(prefix_true, bool):
+            raise ProcessorError(f"prefix_true must be True or False, got {prefix_true!r}")
         if not isinstance(assistant_prefix, str):
             raise ProcessorError(f"assistant_prefix must be a string, got {type(assistant_prefix).__name__}")
         self.vocab = vocabulary_of(tokenizer)
@@ -307,6 +317,7 @@ class ToolCallLogitsProcessor(LogitsProcessor):
             self._call_points = CallPoints(self.grammar, openers)
         self.steer_rows = steer_rows
         self.close_on_stop = close_on_stop
+        self.prefix_true = prefix_true
         self._stop_ids = stop_ids(self.vocab) if close_on_stop else None
         self._closes = Tally()  # blocks a stop closed, earlier generations (see stop_closes)
         self._steered = Tally()
@@ -662,7 +673,13 @@ class ToolCallLogitsProcessor(LogitsProcessor):
             scores[:, n_tokens:] = -float("inf")  # finished rows too: padding columns are never text
         close, closers = self._closers(rows)
         stop = self._applier.stop_logits(scores, close, self._stop_ids) if close else None
+        pouring = None
+        if self.prefix_true and rows:
+            tables = [self.grammar.prefix_table(self.cursors[r].state) for r in rows]
+            pouring = self._applier.gather_donors(scores, rows, tables)
         self._applier.apply(scores, rows, [masks[r] for r in rows], n_tokens)
+        if pouring is not None:
+            self._applier.pour(scores, pouring)
         if stop is not None:
             got = self._applier.close(scores, close, stop, closers, [self._closing[r] for r in close])  # on the device
             for r, pending in zip(close, got, strict=True):
@@ -735,7 +752,11 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         mask = cursor.mask()
         closers = cursor.closing_tokens() if mask is not None and self._stop_ids is not None else None
         stop = log_sum(sc[0, self._stop_ids]) if closers is not None and len(closers) else None
+        prefix = self.grammar.prefix_table(cursor.state) if self.prefix_true and mask is not None else NO_TABLE
+        donors = sc[0, prefix.donors] if not prefix.empty else None
         self._applier.apply_host_row(sc[0], mask, n_tokens)
+        if donors is not None:
+            pour_host_row(sc[0], donors, prefix)
         if stop is not None:
             self._pending[0] = close_row(sc[0], stop, closers, host_closing(self._closing[0]))
         stops = self._stops

@@ -97,6 +97,7 @@ def generate_turn(
     reasoning: Reasoning | None = None,
     steer_to_blocks: bool = False,
     close_on_stop: bool = True,
+    prefix_true: bool = False,
     assistant_prefix: str = "",
     chat_template_kwargs: Mapping[str, Any] | None = None,
     stop_strings: str | Sequence[str] | None = None,
@@ -123,7 +124,7 @@ def generate_turn(
         before anything is rendered or generated.
     max_new_tokens :
         The one budget of the turn.
-    tool_choice, parallel_tool_calls, format, steer_to_blocks, close_on_stop, assistant_prefix :
+    tool_choice, parallel_tool_calls, format, steer_to_blocks, close_on_stop, prefix_true, assistant_prefix :
         As for :class:`~toolgrammar.integrations.hf.ToolCallLogitsProcessor`; the parse uses the same ``format``.
         ``assistant_prefix`` is also appended to the rendered prompt, and starts :attr:`GeneratedTurn.text`;
         it cannot be combined with a prefilled assistant message (which gives the prefix itself).
@@ -177,6 +178,7 @@ def generate_turn(
         reasoning=reasoning,
         steer_to_blocks=steer_to_blocks,
         close_on_stop=close_on_stop,
+        prefix_true=prefix_true,
         assistant_prefix=assistant_prefix,
         chat_template_kwargs=chat_template_kwargs,
         stop_strings=stop_strings,
@@ -199,6 +201,7 @@ def generate_turns(
     reasoning: Reasoning | None = None,
     steer_to_blocks: bool = False,
     close_on_stop: bool = True,
+    prefix_true: bool = False,
     assistant_prefix: str = "",
     chat_template_kwargs: Mapping[str, Any] | None = None,
     stop_strings: str | Sequence[str] | None = None,
@@ -328,6 +331,7 @@ def generate_turns(
         mode=mode,
         steer_to_blocks=steer_to_blocks,
         close_on_stop=close_on_stop,
+        prefix_true=prefix_true,
         assistant_prefix=prefix,
         stop_strings=stop_strings,
         stop_token_ids=stop_token_ids,

@@ -82,6 +82,7 @@ from toolgrammar.integrations.tokenizers import vocabulary_of
 from toolgrammar.runtime.closing import close_row, log_sum, stop_ids
 from toolgrammar.runtime.cursor import Cursor
 from toolgrammar.runtime.device_state import Closing, Follow, Pending, Tally, follow_on_device, follow_row, host_closing
+from toolgrammar.runtime.prefix_true import NO_TABLE, PrefixTable, pour_host_row
 from toolgrammar.runtime.steering import CallPoints, call_openers, steer_row
 from toolgrammar.runtime.stops import StopRule, checked_stops, pool_stops, stop_rule
 from toolgrammar.runtime.token_grammar import token_grammar
@@ -111,13 +112,14 @@ EXTRA_ARGS_KEY = "toolgrammar"
 ENTRY_POINT = "toolgrammar.integrations.vllm:VllmToolCallLogitsProcessor"
 """What to pass to ``--logits-processors`` / ``LLM(logits_processors=[...])``."""
 
-PROCESSOR_KEYS = ("close_on_stop", "steer_to_blocks", "assistant_prefix", "stop", "stop_token_ids")
+PROCESSOR_KEYS = ("close_on_stop", "prefix_true", "steer_to_blocks", "assistant_prefix", "stop", "stop_token_ids")
 """Spec keys that set the processor's behaviour for the request, not its grammar."""
 
 SPEC_KEYS = ("tools", "mode", "lenient", *GrammarOptions.__dataclass_fields__, *PROCESSOR_KEYS)
 """Keys a request's ``extra_args["toolgrammar"]`` may hold: ``tools`` (required), ``mode``, ``lenient``
 (default ``False``: load the tools as ``load_tools(..., lenient=True)`` does, each change logged), the grammar
 options, ``close_on_stop`` (route 2 only; default ``True``, see :mod:`toolgrammar.runtime.closing`),
+``prefix_true`` (route 2 only; default ``False``, see :mod:`toolgrammar.runtime.prefix_true`),
 ``steer_to_blocks`` (route 2 only; default ``False``, see :mod:`toolgrammar.runtime.steering`),
 ``assistant_prefix`` (the text a prefilled assistant message already put into the turn: the grammar
 continues after it) and ``stop`` / ``stop_token_ids`` (stops honoured where the turn may end, see
@@ -188,7 +190,7 @@ def _normalize_spec(raw: Any) -> dict[str, Any]:
         )
     if "tools" not in raw:
         raise GrammarError(f"extra_args[{EXTRA_ARGS_KEY!r}] needs 'tools' (the OpenAI tool list)")
-    for key in ("lenient", "close_on_stop", "steer_to_blocks"):
+    for key in ("lenient", "close_on_stop", "prefix_true", "steer_to_blocks"):
         if key in raw and not isinstance(raw[key], bool):
             raise GrammarError(f"extra_args[{EXTRA_ARGS_KEY!r}][{key!r}] must be true or false, got {raw[key]!r}")
     if "assistant_prefix" in raw and not isinstance(raw["assistant_prefix"], str):
@@ -285,6 +287,8 @@ class _Row:
     tail: bytes = b""
     """The end of the text written since the turn could last end (what a stop string may complete)."""
     close_on_stop: bool = True
+    prefix_true: bool = False
+    """Prefix-true masking for this request (:mod:`toolgrammar.runtime.prefix_true`)."""
     closing: Closing = 0.0
     """The closing probability carried (``close_on_stop``; see :mod:`toolgrammar.runtime.closing`): on the host,
     or on the device where a batch step decided it (:mod:`toolgrammar.runtime.device_state`)."""
@@ -317,7 +321,9 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
     ``format``, ``tool_choice``, ``parallel_tool_calls``, ``reasoning``, ``whitespace``,
     ``max_whitespace``, ``escape_markers``, ``after_calls``), ``close_on_stop`` (default ``True``: a
     stop where the block's call is complete closes the block, as in the transformers processor; see
-    :mod:`toolgrammar.runtime.closing`) and ``steer_to_blocks`` (default ``False``: at a call point the
+    :mod:`toolgrammar.runtime.closing`), ``prefix_true`` (default ``False``: inside a block a masked token
+    whose bytes start with an accepted continuation gives its probability to the allowed tokens consistent
+    with it; see :mod:`toolgrammar.runtime.prefix_true`) and ``steer_to_blocks`` (default ``False``: at a call point the
     probability of tokens that open a fenced or bare-JSON call moves onto the block opener's first
     token, as in the transformers processor; see :mod:`toolgrammar.runtime.steering`). Other requests are untouched.
 
@@ -459,6 +465,7 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
         steer: list[tuple[int, CallPoints]] = []  # rows at a call point (steer_to_blocks)
         stop_at: list[int] = []  # rows where the turn may end and a stop would end it (stop, stop_token_ids)
         stop_banned: list[np.ndarray] = []
+        prefixes: list[PrefixTable] = []  # per masked row: its prefix-true table (empty where off)
         n_tokens = 0
         for index, row in self.rows.items():
             if index >= logits.shape[0]:
@@ -470,6 +477,7 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
             rows.append(index)
             masks.append(mask)
             grammar = row.cursor.grammar
+            prefixes.append(grammar.prefix_table(row.cursor.state) if row.prefix_true else NO_TABLE)
             n_tokens = grammar.table.n_tokens
             if row.fresh and row.points is not None:
                 steer.append((index, row.points))
@@ -488,7 +496,10 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
             # One row on the host: one numpy write through a view (the transformers adapter's fast path).
             view = logits[rows[0]].numpy()
             stop = log_sum(view[stops]) if closing_rows else None
+            donors = view[prefixes[0].donors] if not prefixes[0].empty else None
             self.applier.apply_host_row(view, masks[0], n_tokens)
+            if donors is not None:
+                pour_host_row(view, donors, prefixes[0])
             if stop is not None:
                 row = closing_rows[0]
                 row.pending = close_row(view, stop, closers[0], host_closing(row.closing))
@@ -498,7 +509,10 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
                 self._steered.add(count=steer_row(view, steer[0][1].openers))
         elif rows:
             stop_logits = self.applier.stop_logits(logits, close_at, stops) if closing_rows else None
+            pouring = self.applier.gather_donors(logits, rows, prefixes)
             self.applier.apply(logits, rows, masks, n_tokens)
+            if pouring is not None:
+                self.applier.pour(logits, pouring)
             if stop_logits is not None:
                 got = self.applier.close(logits, close_at, stop_logits, closers, [r.closing for r in closing_rows])
                 for row, pending in zip(closing_rows, got, strict=True):
@@ -573,6 +587,7 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
             params=params,
             stops=stops,
             close_on_stop=spec.get("close_on_stop", True),
+            prefix_true=spec.get("prefix_true", False),
             points=points,
             fresh=fresh,
         )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ import torch
 
 from toolgrammar.runtime.closing import MOST_CLOSING, NEGLIGIBLE
 from toolgrammar.runtime.device_state import Closing, HostPack, OnDevice, Tally, closing_values, to_device
+from toolgrammar.runtime.prefix_true import PrefixTable
 from toolgrammar.runtime.steering import CallOpeners
 from toolgrammar.runtime.token_grammar import StateMask
 
@@ -137,6 +139,59 @@ class MaskApplier:
             kept = row[m.allowed]
             row.fill(NEG_INF)
             row[m.allowed] = kept
+
+    def gather_donors(self, logits: torch.Tensor, rows: Sequence[int], tables: Sequence[PrefixTable]) -> Pouring | None:
+        """Prefix-true masking, before the mask: read the donors' logits of rows ``rows`` (``tables[i]``: row
+        ``rows[i]``'s :meth:`~toolgrammar.runtime.token_grammar.TokenGrammar.prefix_table`) and send the batch's
+        tables to the device, in one transfer. ``None`` where no row has a donor. Give the result to
+        :meth:`pour` once the rows are masked."""
+        live = [i for i, table in enumerate(tables) if not table.empty]
+        if not live:
+            return None
+        pack = HostPack()
+        donor_rows, donor_cols, donor_groups = [], [], []
+        receiver_rows, receiver_cols, pair_slots, pair_groups = [], [], [], []
+        n_groups = n_receivers = 0
+        for i in live:
+            table, r = tables[i], rows[i]
+            donor_rows.append(np.full(len(table.donors), r, dtype=np.int64))
+            donor_cols.append(table.donors)
+            donor_groups.append(table.donor_group + n_groups)
+            receiver_rows.append(np.full(len(table.receivers), r, dtype=np.int64))
+            receiver_cols.append(table.receivers)
+            pair_slots.append(table.receiver_slot + n_receivers)
+            pair_groups.append(table.receiver_group + n_groups)
+            n_groups += table.n_groups
+            n_receivers += len(table.receivers)
+        at = [
+            pack.add(np.concatenate(parts))
+            for parts in (donor_rows, donor_cols, donor_groups, receiver_rows, receiver_cols, pair_slots, pair_groups)
+        ]
+        pack.send(logits.device)
+        d_rows, d_cols, d_group, r_rows, r_cols, slot, group = (pack.ints(a) for a in at)
+        return Pouring(logits[d_rows, d_cols], d_group, r_rows, r_cols, slot, group, n_groups, n_receivers)
+
+    def pour(self, logits: torch.Tensor, pouring: Pouring) -> None:
+        """Prefix-true masking, after the mask: each group's donors give their probability to the group's
+        receivers, in proportion to the receivers' own (:func:`toolgrammar.runtime.prefix_true.pour_host_row`,
+        for the whole batch on the device: a fixed number of operations, nothing read back)."""
+        device = logits.device
+        kept = logits[pouring.receiver_rows, pouring.receiver_cols]
+        received = kept.double()
+        pair = received[pouring.pair_slot]
+        donor = pouring.donor_logits.double()
+        shift = torch.full((pouring.n_groups,), NEG_INF, dtype=torch.float64, device=device)
+        shift.scatter_reduce_(0, pouring.donor_group, donor, "amax")
+        shift.scatter_reduce_(0, pouring.pair_group, pair, "amax")
+        shift = torch.where(torch.isfinite(shift), shift, 0.0)
+        given = torch.zeros(pouring.n_groups, dtype=torch.float64, device=device)
+        given.index_add_(0, pouring.donor_group, torch.exp(donor - shift[pouring.donor_group]))
+        held = torch.zeros(pouring.n_groups, dtype=torch.float64, device=device)
+        held.index_add_(0, pouring.pair_group, torch.exp(pair - shift[pouring.pair_group]))
+        ratio = torch.where(held > 0.0, given / torch.where(held > 0.0, held, 1.0), 0.0)
+        gain = torch.zeros(pouring.n_receivers, dtype=torch.float64, device=device)
+        gain.index_add_(0, pouring.pair_slot, ratio[pouring.pair_group])
+        logits[pouring.receiver_rows, pouring.receiver_cols] = (received + torch.log1p(gain)).to(logits.dtype)
 
     def steer(self, logits: torch.Tensor, rows: Sequence[int], openers: CallOpeners, steered: Tally) -> None:
         """Pool the other-shape openers' probability onto the steering token (the block opener's first
@@ -266,6 +321,21 @@ class MaskApplier:
         logits[index, token] = torch.where(go, new, closer).to(logits.dtype)
         decided = torch.stack([torch.where(go, token.double(), -1.0), torch.where(go, taken, 0.0)])
         return [OnDevice(decided, i) for i in range(n)]
+
+
+@dataclass(frozen=True)
+class Pouring:
+    """A batch's prefix-true tables on the device, and its donors' logits read before masking (see
+    :meth:`MaskApplier.gather_donors`); groups and receiver slots are numbered across the batch."""
+
+    donor_logits: torch.Tensor
+    donor_group: torch.Tensor
+    receiver_rows: torch.Tensor
+    receiver_cols: torch.Tensor
+    pair_slot: torch.Tensor
+    pair_group: torch.Tensor
+    n_groups: int
+    n_receivers: int
 
 
 def _device_ids(ids: np.ndarray, device: torch.device) -> torch.Tensor:

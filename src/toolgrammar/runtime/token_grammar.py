@@ -32,6 +32,7 @@ Import boundary: numpy only (no torch, no transformers).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 from collections import OrderedDict
@@ -50,6 +51,7 @@ from toolgrammar.turn.grammar import tool_literals
 if TYPE_CHECKING:
     from toolgrammar.turn.grammar import TurnGrammar
     from toolgrammar.vocab import Vocabulary
+from toolgrammar.runtime.prefix_true import NO_TABLE, PrefixTable, build_prefix_table
 from toolgrammar.runtime.token_table import TEXT_EXITS_CAP, TRIE_MIN_SYMBOLS, Loops, splice_rows, token_table
 
 STEP_MEMO = 1 << 17
@@ -59,6 +61,11 @@ STEP_MEMO = 1 << 17
 MAX_NEEDS_STATES = 128
 """States whose per-token budget needs (one byte per token: 152 KB for Qwen3) are kept, least recently
 used first out: at most about 19 MB, where keeping every state's grew without bound (45 MB at 300)."""
+
+
+MAX_PREFIX_STATES = 256
+"""States whose prefix-true tables a grammar keeps, least recently used first out (a table holds its
+donors and receivers: a few hundred bytes at a literal, up to a few hundred KB inside a string)."""
 
 
 INF = np.iinfo(np.int32).max // 2
@@ -148,6 +155,7 @@ class TokenGrammar:
         self._needs: OrderedDict[int, np.ndarray] = OrderedDict()  # LRU: one byte per token each
         self._budget_masks: OrderedDict[tuple[int, int], StateMask] = OrderedDict()
         self._closers: dict[int, np.ndarray] = {}  # state -> closing_tokens (shared by a row's states)
+        self._prefix_tables: OrderedDict[int, PrefixTable] = OrderedDict()  # LRU (see prefix_table)
         self._dist_ids = np.empty(0, dtype=np.int64)  # _dist_tokens sorted, rebuilt when the set grows
         self.n_walks = 0
         self.n_expansions = 0
@@ -657,6 +665,48 @@ class TokenGrammar:
                 self._budget_masks.popitem(last=False)
             return m
 
+    def prefix_table(self, state: int) -> PrefixTable:
+        """The state's :class:`~toolgrammar.runtime.prefix_true.PrefixTable` (prefix-true masking): empty
+        outside blocks. Built on first asking from one walk of the trie (call :meth:`mask` for the state
+        first: its tails are built then), kept for the last :data:`MAX_PREFIX_STATES` states asked."""
+        if self.safe[state]:
+            return NO_TABLE
+        got = self._prefix_tables.get(state)
+        if got is not None:
+            with contextlib.suppress(KeyError):  # another thread's insert evicted it: the table is still right
+                self._prefix_tables.move_to_end(state)
+            return got
+        with self._lock:
+            rep = self._representative(state)
+            got = self._prefix_tables.get(rep)
+            if got is None:
+                got = self._build_prefix_table(rep)
+            self._prefix_tables[rep] = got
+            self._prefix_tables[state] = got
+            while len(self._prefix_tables) > MAX_PREFIX_STATES:
+                self._prefix_tables.popitem(last=False)
+        return got
+
+    def _build_prefix_table(self, state: int) -> PrefixTable:
+        m = self.mask(state)
+        n = self.table.n_tokens
+        if m.all_allowed:
+            return NO_TABLE
+        if m.banned is not None:
+            allowed = np.ones(n, dtype=bool)
+            allowed[m.banned] = False
+        else:
+            allowed = np.zeros(n, dtype=bool)
+            allowed[m.allowed] = True
+        nodes = self.table.node_states(self.transitions, state)
+        viable = (nodes >= 0) & (nodes != self.auto.trap)
+        viable &= self.dist[np.maximum(nodes, 0)] < INF
+        auto = self.auto
+        in_place = (self.transitions == self.transitions[state]).all(axis=1)
+        in_place[:-1] &= (auto.accepting == auto.accepting[state]) & (auto.safe == auto.safe[state])
+        in_place[-1] = False  # the dead row
+        return build_prefix_table(self.table, nodes, viable, allowed, in_place)
+
     def closing_tokens(self, state: int) -> np.ndarray:
         """Where the call in an open block is complete, the tokens that take ``state`` nearest to leaving
         the block (sorted ids); elsewhere none.
@@ -780,6 +830,7 @@ class TokenGrammar:
                 if arr is not None:
                     total += arr.nbytes
         total += sum(a.nbytes for a in self._needs.values())
+        total += sum(t.nbytes for t in {id(t): t for t in list(self._prefix_tables.values())}.values())
         return total
 
     def stats(self) -> dict[str, int]:
@@ -869,6 +920,7 @@ __all__ = [
     "MAX_CACHED_GRAMMARS",
     "MAX_EDGE_TRIES",
     "MAX_NEEDS_STATES",
+    "MAX_PREFIX_STATES",
     "STEP_MEMO",
     "StateMask",
     "TokenGrammar",

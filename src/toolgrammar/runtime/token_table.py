@@ -346,6 +346,41 @@ class TokenTable:
         """:meth:`walk`'s result by walking the trie: a prefix shared by many tokens is walked once, and
         nothing is compacted (a dead parent, -1, indexes the table's last row: the dead row). Several times
         faster than :meth:`walk` where most tokens are text (free text, reasoning, strings)."""
+        return self.node_states(transitions, state)[self.trie_leaf]
+
+    @property
+    def trie_parent(self) -> np.ndarray:
+        """Every trie node's parent (-1 at the first level), node ids as in :meth:`_build_trie`."""
+        got = self.__dict__.get("_trie_parent")
+        if got is None:
+            got = np.concatenate([p.astype(np.int64) for p in self.trie_parents])
+            got[: self.trie_levels[1]] = -1
+            self.__dict__["_trie_parent"] = got
+        return got
+
+    @property
+    def trie_symbol(self) -> np.ndarray:
+        """Every trie node's symbol, node ids as in :meth:`_build_trie`."""
+        got = self.__dict__.get("_trie_symbol")
+        if got is None:
+            got = np.concatenate(self.trie_symbols)
+            self.__dict__["_trie_symbol"] = got
+        return got
+
+    @property
+    def tokens_by_leaf(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(order, leaves)``: token ids sorted by the trie node that ends them, and those nodes (sorted), so
+        the tokens ending at a node are one :func:`numpy.searchsorted` away."""
+        got = self.__dict__.get("_tokens_by_leaf")
+        if got is None:
+            order = np.argsort(self.trie_leaf, kind="stable")
+            got = (order, self.trie_leaf[order])
+            self.__dict__["_tokens_by_leaf"] = got
+        return got
+
+    def node_states(self, transitions: np.ndarray, state: int) -> np.ndarray:
+        """The state every trie node's bytes lead to from ``state`` (DEAD where rejected): :meth:`walk_trie`
+        before its last gather."""
         flat = transitions.reshape(-1)
         lv = self.trie_levels
         cur = np.empty(lv[-1], dtype=np.int32)
@@ -355,7 +390,7 @@ class TokenTable:
             p *= N_SYMBOLS
             p += self.trie_symbols[d]
             cur[lv[d] : lv[d + 1]] = flat[p]
-        return cur[self.trie_leaf]
+        return cur
 
     def _single_symbol_tokens(self) -> dict[int, int]:
         """symbol -> one token id made of that symbol alone (for the budget bound)."""

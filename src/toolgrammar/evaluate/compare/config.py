@@ -138,7 +138,9 @@ class CompareConfig:
     seeds: tuple[int, ...] = (0,)
     """One run per task per seed, in each mode."""
     limit: int | None = DEFAULT_LIMIT
-    """Use only the first ``limit`` tasks; ``None``: all."""
+    """Use only the first ``limit`` tasks (after ``skip``); ``None``: all."""
+    skip: int = 0
+    """Leave out the first ``skip`` tasks (per category with ``--suite bfcl``): a slice held out from tuning."""
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     """Token budget of each assistant turn (the processor gets the same number)."""
     temperature: float = 0.7
@@ -165,6 +167,9 @@ class CompareConfig:
     close_on_stop: bool = True
     """Constrained side: where the model wants to stop inside a block whose call is complete, its stop
     goes to the block's close (:mod:`toolgrammar.runtime.closing`)."""
+    prefix_true: bool = False
+    """Constrained side: inside a block a masked token whose bytes start with an accepted continuation gives
+    its probability to the allowed tokens consistent with it (:mod:`toolgrammar.runtime.prefix_true`)."""
     steer_gate: str = "none"
     """Constrained side, with ``steer_to_blocks``: which runs steering may act on. ``none``: every run;
     ``pmi``: only runs whose last user message the tools' descriptions make more likely (the model's
@@ -217,6 +222,8 @@ class CompareConfig:
             raise CompareError(f"seeds repeat: {list(self.seeds)}")
         if self.limit is not None and self.limit < 1:
             raise CompareError(f"--limit must be at least 1, got {self.limit}")
+        if self.skip < 0:
+            raise CompareError(f"--skip must be 0 or more, got {self.skip}")
         if self.max_new_tokens < 1:
             raise CompareError(f"--max-new-tokens must be at least 1, got {self.max_new_tokens}")
         if self.turns < 1:

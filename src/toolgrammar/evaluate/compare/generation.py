@@ -110,6 +110,7 @@ class HFGenerator:
                 mode=self.config.mode,
                 steer_to_blocks=self.config.steer_to_blocks,
                 close_on_stop=self.config.close_on_stop,
+                prefix_true=self.config.prefix_true,
                 assistant_prefix=assistant_opening(self.config, self.tools),
                 **self.config.grammar_options(),
             )

@@ -83,6 +83,15 @@ def parse_and_judge_turn(text: str, tools: Any, config: CompareConfig) -> tuple[
     }
 
 
+def budget_closed(turn: Mapping[str, Any]) -> bool:
+    """Whether the turn's last block was closed by the budget: the turn used every token, and its text ends
+    with that block, closed (a value that grew until the budget made the block close: a run-away)."""
+    blocks = turn["parse"]["blocks"]
+    if turn["finish"] != "length" or not blocks or not blocks[-1]["closed"]:
+        return False
+    return blocks[-1]["end"] >= len(turn["text"].rstrip())
+
+
 def rejudge_run(record: Mapping[str, Any], task: Task, tools: Any, config: CompareConfig) -> dict[str, Any]:
     """A run record judged again from its turns' texts by the current judge (older reports, benches)."""
     turns = [{**t, **judge_turn(t["text"], tools, config)} for t in record["turns"]]
@@ -173,6 +182,7 @@ def summarize_run(conversation: Conversation) -> dict[str, Any]:
         "expected_arguments_any_shape_hit": with_arguments(first_intended) if has_arguments else None,
         "tokens": sum(t["tokens"] for t in turns),
         "truncated_turns": sum(t["finish"] == "length" for t in turns),
+        "budget_closed_blocks": sum(budget_closed(t) for t in turns),
         "processor_errors": [t["processor_error"] for t in turns if t["processor_error"]],
         # .get: turns recorded before the count existed are re-judged too (bench/quality.py --resume)
         "stop_closes": sum(t.get("stop_closes", 0) for t in turns),

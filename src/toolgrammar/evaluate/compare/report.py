@@ -122,6 +122,7 @@ def summarize_side(
         "expected_arguments_any_shape_rate": arg_any_rate,
         "tokens": tokens,
         "truncated_turns": sum(r["truncated_turns"] for r in records),
+        "budget_closed_blocks": sum(r.get("budget_closed_blocks", 0) for r in records),
         "generate_seconds": seconds,
         "processor_seconds": sum(t.get("processor_seconds", 0.0) for t in timings),
         "tokens_per_second": tokens / seconds if seconds > 0 else None,
@@ -252,6 +253,7 @@ def summary_rows(summary: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         ),
         ("turns", *both("turns")),
         ("turns cut at the token limit", *both("truncated_turns")),
+        ("blocks the budget closed (a value ran away)", *both("budget_closed_blocks")),
         ("tokens generated", *both("tokens")),
         ("generate time (s)", f"{f['generate_seconds']:.1f}", f"{c['generate_seconds']:.1f}"),
         ("tokens per second", *both("tokens_per_second", tps)),
@@ -351,6 +353,11 @@ def _policy_sentence(cfg: Mapping[str, Any]) -> str:
         if cfg.get("close_on_stop", True)
         else "; a stop inside a block is masked like any other token (`--no-close-on-stop`)"
     )
+    if cfg.get("prefix_true"):
+        closing += (
+            "; prefix-true masking (`--prefix-true`): a masked token's probability goes to the allowed tokens its "
+            "accepted bytes lead to"
+        )
     if cfg["tool_choice"] == "none":
         return "`none`: no block"
     return _policy_text(cfg) + closing

@@ -251,6 +251,7 @@ def prepare(config: CompareConfig) -> tuple[Any, list[Task]]:
     except ToolSchemaError as error:
         raise CompareError(f"{tools_path}: {error}") from error
     tasks = load_tasks(Path(config.tasks) if config.tasks else bundled_tasks_path(), tools)
+    tasks = tasks[config.skip :]
     if config.limit is not None:
         tasks = tasks[: config.limit]
     if config.tool_choice not in ("auto", "required", "none") and config.tool_choice not in tools:
@@ -295,7 +296,9 @@ def run_compare(
             if k not in ("out", "resume", "progress")
             and not (k == "steer_gate" and v == "none")
             and not (k == "close_on_stop" and v is True)
-        },  # steer_gate and close_on_stop only when not the default: a directory written before the option resumes
+            and not (k == "prefix_true" and v is False)
+            and not (k == "skip" and v == 0)
+        },  # options only when not the default: a directory written before the option resumes
         "tools_fingerprint": tools.fingerprint,
         "tasks_sha256": _sha256_file(tasks_file),
         "task_ids": [t.id for t in tasks],

@@ -1,14 +1,16 @@
-"""What ``close_on_stop`` costs per constrained token: the processor with and without it, side by side.
+"""What a processor option costs per constrained token: the processor with and without it, side by side.
 
-    .venv/bin/python bench/close_on_stop_cost.py            # 24 walks each, five string tools and typed tools
-    .venv/bin/python bench/close_on_stop_cost.py --walks 60
+    .venv/bin/python bench/option_cost.py                          # close_on_stop, 24 walks, both tool sets
+    .venv/bin/python bench/option_cost.py --option prefix_true --walks 60
 
 The same 49-token canonical call as ``bench/anchors.py`` (its walk: tool sets, prompt, block), walked token by token
-through two ``ToolCallLogitsProcessor``s that differ only in ``close_on_stop``; walks alternate between
+through two ``ToolCallLogitsProcessor``s that differ only in the option (``close_on_stop``: on by default, against
+off; ``prefix_true``: off by default, against on; every other option at its default); walks alternate between
 the two (the first of each pair swapped every walk), so both see the same load. A fresh scores tensor
 each step, made outside the timed region. Reports, per processor, p50 / mean / max over positions of each
 position's median over walks (the first two walks are warm-up), and writes
-``bench/results/close-on-stop-cost-<date>-<time>.md`` / ``.json``.
+``bench/results/<option>-cost-<date>-<time>.md`` / ``.json``. The first walk of each processor (its
+tables built on first visit) is warm-up: what is timed is the steady step.
 """
 
 from __future__ import annotations
@@ -35,13 +37,15 @@ from toolgrammar.integrations.hf import ToolCallLogitsProcessor
 from toolgrammar.integrations.tokenizers import load_qwen3_tokenizer
 from toolgrammar.vocab import qwen3_vocabulary
 
+OPTIONS = ("close_on_stop", "prefix_true")
 
-def walks(ctx: BenchContext, toolset, n_walks: int) -> dict[bool, Stats]:
+
+def walks(ctx: BenchContext, toolset, n_walks: int, option: str) -> dict[bool, Stats]:
     walk = make_walk(ctx, toolset)
     ids = walk.ids
     inputs = [walk.input_ids(k) for k in range(len(ids))]
     processors = {
-        on: ToolCallLogitsProcessor(ctx.tokenizer, toolset.tools, max_new_tokens=512, close_on_stop=on)
+        on: ToolCallLogitsProcessor(ctx.tokenizer, toolset.tools, max_new_tokens=512, **{option: on})
         for on in (True, False)
     }
     times: dict[bool, list[list[int]]] = {True: [], False: []}
@@ -63,14 +67,15 @@ def walks(ctx: BenchContext, toolset, n_walks: int) -> dict[bool, Stats]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--walks", type=int, default=24, help="timed walks per processor and tool set (default 24)")
+    parser.add_argument("--option", choices=OPTIONS, default="close_on_stop", help="the option to cost")
     args = parser.parse_args()
     torch.set_num_threads(1)
     ctx = BenchContext(load_qwen3_tokenizer(), qwen3_vocabulary())
-    rows, data = [], {"machine": machine_info(), "walks": args.walks, "toolsets": {}}
+    rows, data = [], {"machine": machine_info(), "walks": args.walks, "option": args.option, "toolsets": {}}
     for toolset in (seed_tools(), typed_tools()):
-        got = walks(ctx, toolset, args.walks)
+        got = walks(ctx, toolset, args.walks, args.option)
         on, off = got[True], got[False]
-        data["toolsets"][toolset.name] = {"close_on_stop": on.to_json(), "without": off.to_json()}
+        data["toolsets"][toolset.name] = {args.option: on.to_json(), "without": off.to_json()}
         rows.append(
             [
                 toolset.name,
@@ -82,9 +87,10 @@ def main() -> int:
     machine = data["machine"]
     markdown = "\n".join(
         [
-            "# close_on_stop: per-token cost of the transformers processor with and without it",
+            f"# {args.option}: per-token cost of the transformers processor with and without it",
             "",
-            f"`python bench/close_on_stop_cost.py --walks {args.walks}`; {time.strftime('%Y-%m-%d %H:%M')}; "
+            f"`python bench/option_cost.py --option {args.option} --walks {args.walks}`; "
+            f"{time.strftime('%Y-%m-%d %H:%M')}; "
             f"{machine.get('cpu', '')}, load average {machine.get('load_average', '')} at the start; source "
             f"{machine.get('git', '')}.",
             "",
@@ -96,7 +102,7 @@ def main() -> int:
         ]
     )
     print(markdown)
-    md, js = write_results("close-on-stop-cost", markdown, data)
+    md, js = write_results(f"{args.option.replace('_', '-')}-cost", markdown, data)
     print(f"wrote {md} and {js}")
     return 0
 
