@@ -45,10 +45,10 @@ _LAZY = {
     "CallError": "toolgrammar.formats.calls",
     "ERROR_KINDS": "toolgrammar.formats.calls",
     "ToolCallLogitsProcessor": "toolgrammar.integrations.hf",
-    "TokenBudgetWarning": "toolgrammar.integrations.hf",
+    "TokenBudgetWarning": "toolgrammar.errors",
     "generate_turn": "toolgrammar.integrations.hf_generate",
     "generate_turns": "toolgrammar.integrations.hf_generate",
-    "GeneratedTurn": "toolgrammar.integrations.hf_generate",
+    "GeneratedTurn": "toolgrammar.integrations.generated_turn",
     "find_other_shape_calls": "toolgrammar.evaluate.other_shapes",
     "OtherShapeCall": "toolgrammar.evaluate.other_shapes",
     "run_compare": "toolgrammar.evaluate.compare",
@@ -101,11 +101,18 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover
-    from toolgrammar.errors import GrammarError, ProcessorError, TokenizerError, ToolgrammarError, ToolSchemaError
+    from toolgrammar.errors import (
+        GrammarError,
+        ProcessorError,
+        TokenBudgetWarning,
+        TokenizerError,
+        ToolgrammarError,
+        ToolSchemaError,
+    )
     from toolgrammar.evaluate.compare import CompareConfig, run_compare
     from toolgrammar.evaluate.other_shapes import OtherShapeCall, find_other_shape_calls
     from toolgrammar.formats.calls import ERROR_KINDS, CallError, ToolCall, TurnParse
-    from toolgrammar.integrations.hf import TokenBudgetWarning, ToolCallLogitsProcessor
+    from toolgrammar.integrations.hf import ToolCallLogitsProcessor
     from toolgrammar.integrations.hf_generate import GeneratedTurn, generate_turn, generate_turns
     from toolgrammar.schema import Tool, ToolSet, load_tools
     from toolgrammar.turn.grammar import GrammarOptions, TurnGrammar, compile_turn

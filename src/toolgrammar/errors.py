@@ -75,3 +75,24 @@ class TokenizerError(ToolgrammarError, ValueError):
 
 class ProcessorError(ToolgrammarError, RuntimeError):
     """Misuse of a logits processor (wrong shapes, beams, a generate() call it was not built for)."""
+
+
+class TokenBudgetWarning(UserWarning):
+    """A :class:`ToolCallLogitsProcessor`'s ``max_new_tokens`` disagrees with the generation it serves.
+
+    The processor closes every block within its own budget; only generate's budget decides where
+    the turn is cut. The message names both numbers and the fix.
+
+    What is detected, once per generation: under transformers' ``generate``, whose budget is read
+    from its generation loop at the first step, any difference between that budget and
+    ``max_new_tokens``, and a processor built without one (unless ``tool_choice="none"``).
+    Elsewhere (a hand-written loop, or a transformers whose loop cannot be read): a processor
+    without a budget under a policy that forces a call, and a generation that asks for more tokens
+    than ``max_new_tokens`` while a row is still writing its turn (warned at that step).
+
+    What cannot be: a generation stopped early by anything but its length limit (generate's own
+    ``stop_strings``, ``max_time``, a stopping criterion of your own) or by the shorter budget of a
+    loop that cannot be read. (Stops given to the processor, ``stop_strings`` and ``stop_token_ids``,
+    end the turn only where it may end: they cut nothing.) A logits processor is called with the
+    input ids and the scores only; it never sees the step that does not come.
+    """

@@ -12,7 +12,8 @@ Keys (any order; values quoted as in a shell):
 - ``slow``: run by the slow test (the real model, a download, or minutes of work) instead of the
   default one; ``vllm``: run by the vLLM test (needs vLLM installed); ``server``: with ``vllm``, a
   command that starts an OpenAI server: the test starts it on a free port and runs the page's other
-  ``vllm`` blocks against it.
+  ``vllm`` blocks against it; ``llamacpp``: run by the llama.cpp test (needs llama-cpp-python), with
+  ``{gguf}`` the path of a tiny random GGUF (the real Qwen3 tokenizer) for ``replace``.
 - ``setup``: the block whose names (``model``, ``tokenizer``, ``tools``, ``messages``) every page's
   Python blocks start from (docs/getting-started.md has it).
 - ``exit=N``: the exit status the block must end with (default 0).
@@ -54,7 +55,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_LANGUAGES = {"python": "python", "py": "python", "bash": "shell", "sh": "shell", "shell": "shell"}
-KEYS = {"slow", "vllm", "server", "setup", "exit", "expect", "match", "append", "cwd", "replace"}
+KEYS = {"slow", "vllm", "llamacpp", "server", "setup", "exit", "expect", "match", "append", "cwd", "replace"}
 _MARKER = re.compile(r"^\s*<!--\s*test:(?P<body>.*?)-->\s*$")
 _FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
 
@@ -85,9 +86,11 @@ class Block:
 
     @property
     def suite(self) -> str:
-        """Which test runs the block: ``vllm``, ``slow`` or ``default``."""
+        """Which test runs the block: ``vllm``, ``llamacpp``, ``slow`` or ``default``."""
         if self.options.get("vllm"):
             return "vllm"
+        if self.options.get("llamacpp"):
+            return "llamacpp"
         return "slow" if self.options.get("slow") else "default"
 
 
@@ -98,7 +101,7 @@ def parse_marker(body: str, where: str) -> dict[str, Any]:
         base, _, target = key.partition(":")
         if base not in KEYS:
             raise ValueError(f"{where}: unknown test marker key {base!r} (known: {sorted(KEYS)})")
-        if base in ("slow", "vllm", "server", "setup"):
+        if base in ("slow", "vllm", "llamacpp", "server", "setup"):
             options[base] = True
         elif base == "exit":
             options["exit"] = int(value)

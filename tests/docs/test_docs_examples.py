@@ -7,7 +7,8 @@ How blocks are found, marked and run: ``docs_blocks.py``. Three suites, one per 
   in the cheap variant each block's marker names (``--model tiny-random``, one task);
 - ``slow``: blocks that need the real model (Qwen2.5-Coder-0.5B-Instruct from PyPI, converted once),
   a download (BFCL's data) or minutes of work (the bench scripts, the two scripts);
-- ``vllm``: the vLLM server and the Python routes, against a real vLLM (the vLLM environment).
+- ``vllm``: the vLLM server and the Python routes, against a real vLLM (the vLLM environment);
+- ``llamacpp``: the llama.cpp route, on a real llama.cpp (llama-cpp-python) and a tiny random GGUF.
 """
 
 from __future__ import annotations
@@ -65,8 +66,8 @@ def test_every_runnable_block_has_a_suite_and_the_setup_block_is_unique():
         assert block.options.get("server") is None or block.suite == "vllm", block.id
         # a vLLM shell block is a server the vLLM test starts; the others would have no test to run them
         assert block.language == "python" or block.suite != "vllm" or block.options.get("server"), block.id
-    # each suite has blocks to run, so none of the three tests below passes by running nothing
-    assert {b.suite for b in RUNNABLE} == {"default", "slow", "vllm"}
+    # each suite has blocks to run, so none of the tests below passes by running nothing
+    assert {b.suite for b in RUNNABLE} == {"default", "slow", "vllm", "llamacpp"}
 
 
 def test_readme_is_one_screen_of_purpose_and_a_page_of_use():
@@ -280,3 +281,16 @@ def test_vllm_pages_without_python_blocks_have_no_server_block():
         if block.options.get("server"):
             assert block.path in _python_pages("vllm"), block.id
             assert shlex.split(block.code, comments=True), block.id
+
+
+# -- llama.cpp: the llama-cpp-python route ----------------------------------------------------------------------
+
+
+@pytest.mark.llamacpp
+@pytest.mark.parametrize("path", _python_pages("llamacpp"), ids=str)
+def test_llamacpp_python_blocks_run(path: Path, setup_namespace: dict[str, Any], tmp_path: Path):
+    """The page's llama.cpp blocks, with ``{gguf}`` a tiny random GGUF carrying the real Qwen3 tokenizer."""
+    from toolgrammar.testing.gguf import write_tiny_random_gguf
+
+    gguf = write_tiny_random_gguf(tmp_path / "tiny.gguf")
+    _run_page(path, "llamacpp", dict(setup_namespace), make_workdir(tmp_path / "work"), {"gguf": str(gguf)})

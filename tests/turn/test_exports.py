@@ -26,7 +26,6 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from toolgrammar.automata.nodes import EOS
 from toolgrammar.errors import GrammarError
 from toolgrammar.evaluate.compare import bundled_tools_path
 from toolgrammar.testing import accepts
@@ -40,7 +39,9 @@ from toolgrammar.turn.exports import (
     to_lark,
     to_structural_tag,
 )
-from toolgrammar.turn.grammar import TurnGrammar, compile_turn
+from toolgrammar.turn.grammar import compile_turn
+
+from export_cases import CASES, case_id, export_texts, mutations, turn_of, walks
 
 GRAMMARS = Path(__file__).resolve().parents[2] / "grammars"
 COMMAND = "python -m toolgrammar.exports write grammars/"
@@ -98,7 +99,7 @@ def test_cli_exports_match_the_library(tmp_path: Path) -> None:
 
     assert CLI_EXPORTS == EXPORTS
     runner = CliRunner()
-    turn = _turn("hermes", ())
+    turn = turn_of("hermes", ())
     tools = str(bundled_tools_path())
     for kind, expected in (
         ("gbnf", to_gbnf(turn)),
@@ -166,31 +167,6 @@ def test_regex_expr_refuses_what_it_cannot_say() -> None:
 # The engines
 # ------------------------------------------------------------------------------------------------
 
-CASES: list[tuple[str, dict[str, Any]]] = [
-    ("hermes", {}),
-    ("hermes", {"tool_choice": "required"}),
-    ("hermes", {"reasoning": "disabled"}),
-    ("hermes", {"reasoning": "prefilled"}),
-    ("hermes", {"tool_choice": "write_file", "reasoning": "disabled"}),
-    ("hermes", {"tool_choice": "none"}),
-    ("hermes", {"after_calls": "text", "parallel_tool_calls": False}),
-    ("hermes", {"tool_choice": "required", "prose_first": True, "escape_markers": True}),
-    ("qwen-xml", {}),
-    ("qwen-xml", {"tool_choice": "required"}),
-    ("qwen-xml", {"reasoning": "disabled"}),
-    ("qwen-xml", {"reasoning": "prefilled", "tool_choice": "grep"}),
-]
-
-
-def _case_id(case: tuple[str, dict[str, Any]]) -> str:
-    fmt, options = case
-    return fmt + ("-" + "-".join(f"{k}={v}" for k, v in options.items()) if options else "-default")
-
-
-@cache
-def _turn(fmt: str, options: tuple[tuple[str, Any], ...]) -> TurnGrammar:
-    return compile_turn(str(bundled_tools_path()), format=fmt, cache=False, **dict(options))
-
 
 class _ByteTokenizer:
     """256 one-byte tokens and an end-of-sequence token: llguidance then matches text byte by byte."""
@@ -241,7 +217,7 @@ def _xgrammar_matcher(grammar: Any) -> Matcher:
 @cache
 def _matchers(fmt: str, options: tuple[tuple[str, Any], ...]) -> dict[str, Matcher]:
     xgr = pytest.importorskip("xgrammar")
-    turn = _turn(fmt, options)
+    turn = turn_of(fmt, options)
     out = {
         "gbnf (xgrammar)": _xgrammar_matcher(xgr.Grammar.from_ebnf(to_gbnf(turn))),
         "lark (llguidance)": _lark_matcher(to_lark(turn)),
@@ -255,120 +231,15 @@ def _matchers(fmt: str, options: tuple[tuple[str, Any], ...]) -> dict[str, Match
     return out
 
 
-def _texts(turn: TurnGrammar) -> tuple[list[str], list[str]]:
-    """(canonical turns: calls, prose, reasoning; malformed turns) for the turn's format."""
-    f = turn.format
-    m = f.markers
-    calls = [
-        f.render_call("read_file", {"path": "src/app.py"}),
-        f.render_call("list_files", {"path": "."}),
-        f.render_call("grep", {"pattern": r"def \w+\(", "path": "src"}),
-        f.render_call("write_file", {"path": "notes.txt", "content": 'line 1\nline "2" <b>\t caf\u00e9 \U0001f600'}),
-        f.render_call("run_tests", {}),
-        f.render_call("run_tests", {"path": "tests/test_app.py"}),
-    ]
-    two = calls[0] + m.call_separator + calls[3]
-    think = f"{m.think_open}\nThe user wants the file. Let me read it.\n{m.think_close}\n\n"
-    canonical = [
-        *calls,
-        two,
-        "I will read the file first.\n\n" + calls[0],
-        "There is nothing to call here.",
-        "",
-        think + calls[0],
-        think + two,
-        think + "No call needed.",
-        f"\nThe user wants the file.\n{m.think_close}\n\n" + calls[2],  # reasoning pre-opened by the prompt
-        calls[0] + "\nDone.",
-    ]
-    closer = m.block_close
-    malformed = [
-        f.render_call("delete_everything", {"path": "/"}),  # unknown tool
-        f.render_call("grep", {"pattern": "x"}),  # a required argument missing
-        f.render_call("read_file", {"path": "a.py", "mode": "r"}),  # an argument the schema does not have
-        calls[0][: -len(closer)],  # unclosed block
-        calls[0][: len(calls[0]) // 2],  # cut inside the block
-        f"Let me call {m.block_open} now.",  # a raw opener in free text
-        calls[0] + calls[0],  # two blocks without the separator
-    ]
-    if f.name == "hermes":
-        malformed += [
-            f.render_call("read_file", {"path": 1}),  # wrong type
-            calls[0].replace('"}}', '"}'),  # broken JSON
-            calls[0].replace('{"path": ', '{"path":'),  # not the template's spelling
-        ]
-    if f.name == "qwen-xml":
-        malformed += ["<function=read_file>\n<parameter=path>\na\n</parameter>\n</function>"]  # a bare block
-    if turn.options.reasoning == "prefilled":  # the turn starts inside the reasoning: close it first
-        malformed = [f"\nLet me see.\n{m.think_close}\n\n{text}" for text in malformed]
-    return canonical, malformed
-
-
-def _mutations(texts: list[str], rng: np.random.Generator, n: int) -> list[str]:
-    alphabet = [*'<>/="{}:, \n\tabtx_\\é', "<tool_call>", "</tool_call>", "<think>", "</think>", "\n</"]
-    out = []
-    sources = [t for t in texts if t]
-    for _ in range(n):
-        text = sources[int(rng.integers(len(sources)))]
-        i = int(rng.integers(len(text) + 1))
-        op = int(rng.integers(4))
-        piece = alphabet[int(rng.integers(len(alphabet)))]
-        if op == 0:
-            text = text[:i] + piece + text[i:]
-        elif op == 1:
-            text = text[:i] + text[i + 1 :]
-        elif op == 2:
-            text = text[:i] + piece + text[i + 1 :]
-        else:
-            text = text[:i]
-        out.append(text)
-    return out
-
-
-def _walks(turn: TurnGrammar, starts: list[str], rng: np.random.Generator, n: int) -> list[str]:
-    """Accepted turns: a prefix of a canonical turn, then random bytes the automaton allows until it may end."""
-    dfa = turn.dfa
-    t = dfa.transitions
-    out: list[str] = []
-    for _ in range(n * 4):
-        if len(out) >= n:
-            break
-        start = starts[int(rng.integers(len(starts)))]
-        data = bytearray(start[: int(rng.integers(len(start) + 1))].encode("utf-8"))
-        state = dfa.step(dfa.start, bytes(data))
-        if state < 0:
-            continue
-        for _step in range(200):
-            end = int(t[state, EOS])
-            if end >= 0 and dfa.accepting[end] and (rng.random() < 0.1 or _step > 150):
-                break
-            options = np.flatnonzero(t[state, :256] >= 0)
-            if not len(options):
-                break
-            # Mostly ASCII: a uniform pick among 256 bytes would be mostly UTF-8 lead bytes.
-            ascii_options = options[options < 0x80]
-            pool = ascii_options if len(ascii_options) and rng.random() < 0.9 else options
-            b = int(pool[int(rng.integers(len(pool)))])
-            data.append(b)
-            state = int(t[state, b])
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-        if accepts(turn, text):
-            out.append(text)
-    return out
-
-
-@pytest.mark.parametrize("case", CASES, ids=[_case_id(c) for c in CASES])
+@pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
 def test_each_export_judges_turns_as_the_automaton_does(case: tuple[str, dict[str, Any]]) -> None:
     fmt, options = case
     key = tuple(sorted(options.items()))
-    turn = _turn(fmt, key)
+    turn = turn_of(fmt, key)
     matchers = _matchers(fmt, key)
-    canonical, malformed = _texts(turn)
-    rng = np.random.default_rng(sum(map(ord, _case_id(case))))
-    texts = canonical + malformed + _mutations(canonical + malformed, rng, 60) + _walks(turn, canonical, rng, 20)
+    canonical, malformed = export_texts(turn)
+    rng = np.random.default_rng(sum(map(ord, case_id(case))))
+    texts = canonical + malformed + mutations(canonical + malformed, rng, 60) + walks(turn, canonical, rng, 20)
     wrong = []
     for text in dict.fromkeys(texts):
         expected = accepts(turn, text)
@@ -393,11 +264,11 @@ def _other_formats() -> list[str]:
 def test_every_family_exports_what_its_automaton_accepts(fmt: str) -> None:
     """The other families' exports (default policy): same verdicts as the automaton on canonical calls,
     prose, malformed turns, mutations and walks; the canonical calls are accepted."""
-    turn = _turn(fmt, ())
+    turn = turn_of(fmt, ())
     matchers = _matchers(fmt, ())
-    canonical, malformed = _texts(turn)
+    canonical, malformed = export_texts(turn)
     rng = np.random.default_rng(sum(map(ord, fmt)))
-    texts = canonical + malformed + _mutations(canonical + malformed, rng, 40) + _walks(turn, canonical, rng, 15)
+    texts = canonical + malformed + mutations(canonical + malformed, rng, 40) + walks(turn, canonical, rng, 15)
     wrong = [
         f"{name}: {'rejects' if accepts(turn, text) else 'accepts'} {text!r}"
         for text in dict.fromkeys(texts)
@@ -418,8 +289,8 @@ def test_every_format_with_a_grammar_has_golden_exports() -> None:
 
 def test_canonical_calls_and_prose_under_the_default_policy() -> None:
     """The default hermes policy, spelled out: what each engine must accept and reject."""
-    turn = _turn("hermes", ())
-    canonical, malformed = _texts(turn)
+    turn = turn_of("hermes", ())
+    canonical, malformed = export_texts(turn)
     must_accept = canonical[:-1]
     must_reject = [canonical[-1], *malformed]  # text after the last call: after_calls="end"
     for name, matches in _matchers("hermes", ()).items():
@@ -433,7 +304,7 @@ def test_canonical_calls_and_prose_under_the_default_policy() -> None:
 
 
 def test_gbnf_uses_only_the_llama_cpp_constructs() -> None:
-    turn = _turn("qwen-xml", ())
+    turn = turn_of("qwen-xml", ())
     text = to_gbnf(turn)
     assert text.isascii()
     rule = re.compile(r"^[a-z][a-z0-9-]* ::= ")
@@ -447,24 +318,24 @@ def test_gbnf_uses_only_the_llama_cpp_constructs() -> None:
 
 
 def test_lark_is_one_terminal_of_named_terminals() -> None:
-    text = to_lark(_turn("hermes", ()))
+    text = to_lark(turn_of("hermes", ()))
     lines = [line for line in text.splitlines() if not line.startswith("//")]
     assert lines[0] == "start: TURN"
     assert all(re.match(r"^[A-Z][A-Z0-9_]*: ", line) for line in lines[1:])
 
 
 def test_exports_are_deterministic_and_linear() -> None:
-    turn = _turn("hermes", ())
+    turn = turn_of("hermes", ())
     again = compile_turn(str(bundled_tools_path()), format="hermes", cache=False)
     assert to_gbnf(turn) == to_gbnf(again)
     assert to_lark(turn) == to_lark(again)
     # Each leaf is written once (the whole-turn regex repeats the blocks in every branch where they may come).
-    block = len(_turn("qwen-xml", ()).block_regex(lookahead=False))  # ~41 kB; the whole turn's regex is ~340 kB
+    block = len(turn_of("qwen-xml", ()).block_regex(lookahead=False))  # ~41 kB; the whole turn's regex is ~340 kB
     assert len(_golden(_golden_formats())["qwen-xml/default.gbnf"]) < 2 * block
 
 
 def test_structural_tag_export_is_the_structural_tag() -> None:
     from toolgrammar.turn.structural_tag import turn_structural_tag
 
-    turn = _turn("hermes", ())
+    turn = turn_of("hermes", ())
     assert json.loads(to_structural_tag(turn)) == turn_structural_tag(turn)

@@ -56,6 +56,7 @@ __all__ = [
     "load_model",
     "provision_qwen25_coder",
     "qwen25_coder_cached",
+    "qwen25_coder_gguf",
     "tiny_random_qwen3",
 ]
 
@@ -318,6 +319,39 @@ def provision_qwen25_coder(
         shutil.rmtree(work, ignore_errors=True)
         raise
     report(f"converted in {time.perf_counter() - started:.0f} s; later runs load {target}")
+    return target
+
+
+def qwen25_coder_gguf(
+    cache_dir: str | os.PathLike[str] | None = None, *, progress: Callable[[str], None] | None = _say
+) -> Path:
+    """The Qwen2.5-Coder-0.5B-Instruct GGUF itself (Q4_K_M, what llama.cpp runs), assembled once and kept.
+
+    The six PyPI pieces are located (never imported), concatenated, and checked for size and SHA-256 into
+    ``<cache root>/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf`` (``cache_dir``, default the folder
+    :func:`default_cache_dir` lives in); written beside its place and renamed when verified, so a damaged
+    file is never used. Later calls return it at once when its size is right.
+
+    Raises
+    ------
+    ModelError
+        When a piece is missing or damaged, or the hash differs.
+    """
+    root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir().parent
+    target = root / _GGUF_NAME
+    if target.is_file() and target.stat().st_size == QWEN25_CODER_SIZE:
+        return target
+    parts = _part_files()
+    root.mkdir(parents=True, exist_ok=True)
+    partial = root / f".{_GGUF_NAME}.partial-{os.getpid()}"
+    if progress is not None:
+        progress(f"assembling the Qwen2.5-Coder-0.5B-Instruct GGUF once into {target}")
+    try:
+        _assemble_gguf(parts, partial)
+        partial.replace(target)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
     return target
 
 

@@ -32,12 +32,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from toolgrammar.automata.nodes import DEAD
-from toolgrammar.errors import ProcessorError
+from toolgrammar.errors import ProcessorError, TokenBudgetWarning
 from toolgrammar.integrations.tokenizers import vocabulary_of
 from toolgrammar.runtime.closing import close_row, log_sum, stop_ids
 from toolgrammar.runtime.cursor import Cursor
 from toolgrammar.runtime.device_state import Closing, Follow, Pending, Tally, follow_on_device, follow_row, host_closing
+from toolgrammar.runtime.host_row import check_budget_fits, start_state_of
 from toolgrammar.runtime.masking import MaskApplier
 from toolgrammar.runtime.prefix_true import NO_TABLE, pour_host_row
 from toolgrammar.runtime.steering import CallPoints, call_openers, steer_row
@@ -88,27 +88,6 @@ _STATE_IT_ONCE = (
     "state the budget once: model.generate(**inputs, **processor.generate_kwargs()), or "
     "toolgrammar.generate_turn(model, tokenizer, messages, tools, max_new_tokens=N)"
 )
-
-
-class TokenBudgetWarning(UserWarning):
-    """A :class:`ToolCallLogitsProcessor`'s ``max_new_tokens`` disagrees with the generation it serves.
-
-    The processor closes every block within its own budget; only generate's budget decides where
-    the turn is cut. The message names both numbers and the fix.
-
-    What is detected, once per generation: under transformers' ``generate``, whose budget is read
-    from its generation loop at the first step, any difference between that budget and
-    ``max_new_tokens``, and a processor built without one (unless ``tool_choice="none"``).
-    Elsewhere (a hand-written loop, or a transformers whose loop cannot be read): a processor
-    without a budget under a policy that forces a call, and a generation that asks for more tokens
-    than ``max_new_tokens`` while a row is still writing its turn (warned at that step).
-
-    What cannot be: a generation stopped early by anything but its length limit (generate's own
-    ``stop_strings``, ``max_time``, a stopping criterion of your own) or by the shorter budget of a
-    loop that cannot be read. (Stops given to the processor, ``stop_strings`` and ``stop_token_ids``,
-    end the turn only where it may end: they cut nothing.) A logits processor is called with the
-    input ids and the scores only; it never sees the step that does not come.
-    """
 
 
 def _generate_budget(prompt_length: int) -> tuple[int | None, int]:
@@ -289,27 +268,8 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         self.grammar: TokenGrammar = token_grammar(self.turn_grammar, self.vocab)
         self.max_new_tokens = max_new_tokens
         self.assistant_prefix = assistant_prefix
-        self._start_state = self.grammar.walk_text(assistant_prefix)
-        if self._start_state == DEAD:
-            shown = assistant_prefix if len(assistant_prefix) <= 200 else "..." + assistant_prefix[-200:]
-            raise ProcessorError(
-                f"assistant_prefix {shown!r} (the text already in the assistant turn: a prefilled assistant "
-                f"message, or assistant_prefix) is not a valid start of a turn under these options "
-                f"(format {self.turn_grammar.options.format!r}, tool_choice {self.turn_grammar.options.tool_choice!r}, "
-                f"reasoning {self.turn_grammar.options.reasoning!r}), so the grammar cannot continue it: end it "
-                "where a turn may go on (in free text, or inside a call that these tools allow, with the format's "
-                "markup and the tools' names and arguments), or give a tool_choice that allows it"
-            )
-        options_ = self.turn_grammar.options
-        if max_new_tokens is not None and options_.tool_choice not in ("auto", "none"):
-            shortest = int(self.grammar.dist[self._start_state])
-            if max_new_tokens < shortest:
-                # The policy forces a call that cannot close in time: refuse now rather than cut it.
-                raise ProcessorError(
-                    f"max_new_tokens={max_new_tokens} is too small for tool_choice={options_.tool_choice!r}: the "
-                    f"shortest call this grammar allows takes {shortest} tokens; raise max_new_tokens to at least "
-                    f"{shortest}, or use tool_choice='auto'"
-                )
+        self._start_state = start_state_of(self.grammar, self.turn_grammar.options, assistant_prefix)
+        check_budget_fits(self.grammar, self.turn_grammar.options, self._start_state, max_new_tokens)
         self.steer_to_blocks = steer_to_blocks
         self._call_points: CallPoints | None = None
         if steer_to_blocks:
@@ -751,9 +711,9 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         cursor = self.cursors[0]
         mask = cursor.mask()
         closers = cursor.closing_tokens() if mask is not None and self._stop_ids is not None else None
-        stop = log_sum(sc[0, self._stop_ids]) if closers is not None and len(closers) else None
+        stop = log_sum(sc[0][self._stop_ids]) if closers is not None and len(closers) else None
         prefix = self.grammar.prefix_table(cursor.state) if self.prefix_true and mask is not None else NO_TABLE
-        donors = sc[0, prefix.donors] if not prefix.empty else None
+        donors = sc[0][prefix.donors] if not prefix.empty else None
         self._applier.apply_host_row(sc[0], mask, n_tokens)
         if donors is not None:
             pour_host_row(sc[0], donors, prefix)

@@ -18,15 +18,21 @@ also says how stops, ``min_new_tokens`` and a prefilled assistant message are ha
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from toolgrammar.errors import GrammarError, ToolgrammarError
+from toolgrammar.errors import GrammarError
 from toolgrammar.formats import get_format
-from toolgrammar.formats.calls import ToolCall, TurnParse
-from toolgrammar.formats.options import GrammarOptions, Reasoning, reasoning_after
+from toolgrammar.formats.options import Reasoning, reasoning_after
+from toolgrammar.integrations.generated_turn import (
+    GeneratedTurn,
+    GenerateError,
+    check_reasoning,
+    checked_messages,
+    checked_template_kwargs,
+    is_prefilled,
+    split_options,
+)
 from toolgrammar.integrations.hf import ToolCallLogitsProcessor
 from toolgrammar.integrations.serving import assistant_prefill, min_tokens_limit
 from toolgrammar.schema import load_tools
@@ -34,8 +40,6 @@ from toolgrammar.turn.parser import parse_turn
 
 __all__ = ["GenerateError", "GeneratedTurn", "generate_turn", "generate_turns"]
 
-_GRAMMAR_OPTIONS = frozenset(field.name for field in dataclasses.fields(GrammarOptions))
-"""Keyword arguments that go to the grammar; every other one goes to ``model.generate``."""
 _OWN_GENERATE_KWARGS = {
     "input_ids": "the prompts are rendered and encoded from the messages",
     "attention_mask": "the prompts are rendered and encoded from the messages",
@@ -44,43 +48,6 @@ _OWN_GENERATE_KWARGS = {
     "max_length": "the budget is max_new_tokens, given once",
 }
 """``model.generate`` arguments this module sets itself, with why."""
-_OWN_TEMPLATE_KWARGS = frozenset(
-    {"conversation", "tools", "add_generation_prompt", "continue_final_message", "tokenize", "return_dict",
-     "return_tensors", "padding", "truncation"}
-)  # fmt: skip
-"""``apply_chat_template`` arguments this module sets itself (text out, tools in, the generation prompt on)."""
-
-
-class GenerateError(ToolgrammarError, ValueError):
-    """Arguments :func:`generate_turn` cannot use; the message says which and why."""
-
-
-@dataclass(frozen=True)
-class GeneratedTurn:
-    """One generated assistant turn, decoded as written and judged by the strict parser."""
-
-    text: str
-    """The assistant turn: ``assistant_prefix`` (or the prefilled assistant message's text) followed by
-    the new tokens decoded without skipping special tokens, up to (not including) the end-of-turn token."""
-    token_ids: tuple[int, ...]
-    """The new tokens of this row, its end-of-turn token included when it wrote one, padding
-    excluded; never more than ``max_new_tokens``."""
-    parsed: TurnParse
-    """:func:`~toolgrammar.turn.parser.parse_turn` of :attr:`text` (same format and tools as the grammar)."""
-    prompt: str
-    """The text the model continued: the rendered chat template plus ``assistant_prefix`` (or the
-    prefilled assistant message's text)."""
-    finish: Literal["stop", "length"]
-    """``stop``: the model ended the turn; ``length``: it used the whole budget."""
-    reasoning: Reasoning
-    """The grammar's ``reasoning`` option this turn was generated under."""
-    processor_error: str | None = None
-    """Why the row left the grammar, when it did (a bug: the grammar never lets a row go astray)."""
-
-    @property
-    def tool_calls(self) -> tuple[ToolCall, ...]:
-        """The valid calls of the turn, in order (``parsed.tool_calls``)."""
-        return self.parsed.tool_calls
 
 
 def generate_turn(
@@ -168,7 +135,7 @@ def generate_turn(
     return generate_turns(
         model,
         tokenizer,
-        [_checked_messages(messages, "messages")],
+        [checked_messages(messages, "messages")],
         tools,
         max_new_tokens=max_new_tokens,
         tool_choice=tool_choice,
@@ -266,9 +233,8 @@ def generate_turns(
             "conversations must be a list of conversations, each a list of message dicts; this looks like one "
             "conversation: use generate_turn(model, tokenizer, messages, tools, ...) or wrap it in a list"
         )
-    chats = [_checked_messages(c, f"conversations[{i}]") for i, c in enumerate(conversations)]
-    grammar_options = {k: v for k, v in kwargs.items() if k in _GRAMMAR_OPTIONS}
-    generate_kwargs = {k: v for k, v in kwargs.items() if k not in _GRAMMAR_OPTIONS}
+    chats = [checked_messages(c, f"conversations[{i}]") for i, c in enumerate(conversations)]
+    grammar_options, generate_kwargs = split_options(kwargs)
     for name, why in _OWN_GENERATE_KWARGS.items():
         if name in generate_kwargs:
             raise GenerateError(f"{name} is set by generate_turn itself ({why}); leave it out")
@@ -277,14 +243,7 @@ def generate_turns(
             "num_return_sequences must be 1 (one turn per conversation); to sample several turns of one "
             "conversation, repeat it in the conversations list"
         )
-    template_kwargs = _checked_template_kwargs(chat_template_kwargs)
-    if reasoning is not None:
-        enable = template_kwargs.setdefault("enable_thinking", reasoning != "disabled")
-        if bool(enable) != (reasoning != "disabled"):
-            raise GenerateError(
-                f"reasoning={reasoning!r} contradicts chat_template_kwargs enable_thinking={enable!r}: give one "
-                "of them (the other follows), or make them agree"
-            )
+    template_kwargs = checked_template_kwargs(chat_template_kwargs, reasoning)
     if not getattr(tokenizer, "chat_template", None):
         raise GenerateError(
             f"the tokenizer ({type(tokenizer).__name__}) has no chat template: generate_turn renders the "
@@ -301,7 +260,7 @@ def generate_turns(
     # reasoning is read there, and the prefill is walked by the grammar as the turn's prefix.
     rendered = [
         tokenizer.apply_chat_template(
-            chat[:-1] if _prefilled(chat) else chat,
+            chat[:-1] if is_prefilled(chat) else chat,
             tools=openai_tools,
             add_generation_prompt=True,
             tokenize=False,
@@ -322,7 +281,7 @@ def generate_turns(
     if reasoning is None:
         reasoning = read
     else:
-        _check_reasoning(reasoning, read)
+        check_reasoning(reasoning, read)
 
     processor = ToolCallLogitsProcessor(
         tokenizer,
@@ -380,25 +339,6 @@ def generate_turns(
     return turns
 
 
-def _checked_messages(messages: Any, where: str) -> list[Mapping[str, Any]]:
-    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
-        raise GenerateError(
-            f"{where} must be a list of chat messages ({{'role': ..., 'content': ...}} dicts), "
-            f"got {type(messages).__name__}"
-        )
-    if not messages:
-        raise GenerateError(f"{where} is empty: give at least one message")
-    for i, message in enumerate(messages):
-        if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
-            raise GenerateError(f"{where}[{i}] must be a message dict with a 'role' string, got {message!r:.100}")
-    return list(messages)
-
-
-def _prefilled(chat: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether the conversation ends with the assistant's message, which the turn continues."""
-    return chat[-1].get("role") == "assistant"
-
-
 def _prefix(
     tokenizer: Any,
     chats: list[list[Mapping[str, Any]]],
@@ -407,7 +347,7 @@ def _prefix(
     assistant_prefix: str,
 ) -> str:
     """The text already in the assistant turn: ``assistant_prefix``, or the one prefill every conversation shares."""
-    prefilled = [i for i, chat in enumerate(chats) if _prefilled(chat)]
+    prefilled = [i for i, chat in enumerate(chats) if is_prefilled(chat)]
     if not prefilled:
         return assistant_prefix
     if assistant_prefix:
@@ -449,36 +389,6 @@ def _held_past_the_end(what: str, new_tokens: int, limit: int, choice: str) -> s
         f"{new_tokens} new tokens are written, but under tool_choice={choice!r} a call may be complete sooner, and "
         f"where a turn is complete the end of the turn is all the grammar allows; "
         + (f"lower it to at most {limit} new token, or remove it" if limit else "remove it")
-    )
-
-
-def _checked_template_kwargs(kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
-    if kwargs is None:
-        return {}
-    if not isinstance(kwargs, Mapping):
-        raise GenerateError(f"chat_template_kwargs must be a dict, got {type(kwargs).__name__}")
-    own = sorted(_OWN_TEMPLATE_KWARGS & set(kwargs))
-    if own:
-        raise GenerateError(
-            f"chat_template_kwargs may not set {', '.join(own)}: generate_turn renders the prompt text with the "
-            "tools and the generation prompt itself"
-        )
-    return dict(kwargs)
-
-
-def _check_reasoning(reasoning: Reasoning, read: Reasoning) -> None:
-    """Refuse an explicit ``reasoning`` that cannot continue the prompt, whose own reading is ``read``."""
-    if read == "prefilled" and reasoning != "prefilled":
-        problem = "ends inside a reasoning part it opened"
-    elif reasoning == "prefilled" and read != "prefilled":
-        problem = "does not end by opening a reasoning part"
-    elif reasoning == "enabled" and read == "disabled":
-        problem = "has already closed the reasoning part"
-    else:
-        return  # "disabled" where reasoning could come: the grammar just allows none
-    raise GenerateError(
-        f"reasoning={reasoning!r} does not continue the rendered prompt, which {problem}: use reasoning={read!r}, "
-        "or reasoning=None to follow the prompt"
     )
 
 

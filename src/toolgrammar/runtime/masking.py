@@ -23,6 +23,7 @@ import torch
 
 from toolgrammar.runtime.closing import MOST_CLOSING, NEGLIGIBLE
 from toolgrammar.runtime.device_state import Closing, HostPack, OnDevice, Tally, closing_values, to_device
+from toolgrammar.runtime.host_row import HostMasker
 from toolgrammar.runtime.prefix_true import PrefixTable
 from toolgrammar.runtime.steering import CallOpeners
 from toolgrammar.runtime.token_grammar import StateMask
@@ -37,7 +38,8 @@ class MaskApplier:
     def __init__(self) -> None:
         self._ids: dict[tuple[int, Any], torch.Tensor] = {}
         self._keep: dict[int, object] = {}  # keeps each array alive, so its id() is never reused
-        self._with_padding: dict[tuple[int, int, int], np.ndarray] = {}
+        self.host = HostMasker()
+        """The one-row host form (numpy), which also keeps the banned ids with the padding columns."""
 
     def const(self, arr: np.ndarray, device: torch.device) -> torch.Tensor:
         """``arr`` (an id array: a mask's, a grammar's closing tokens) on ``device``, sent once and kept."""
@@ -76,7 +78,7 @@ class MaskApplier:
         for r, m in zip(rows, masks, strict=True):
             base = r * width
             if m.banned is not None or m.all_allowed:
-                ids = self._banned_with_padding(m, width, n_tokens)
+                ids = self.host.banned_with_padding(m, width, n_tokens)
                 if len(ids):
                     banned.append(ids + base)
             else:
@@ -98,19 +100,6 @@ class MaskApplier:
             logits.index_fill_(0, ids[n_banned + n_allowed :], NEG_INF)
             flat.index_copy_(0, idx, kept)
 
-    def _banned_with_padding(self, m: StateMask, width: int, n_tokens: int) -> np.ndarray:
-        """A banned (or all-allowed) mask's ids and the padding columns ``n_tokens..width``, cached per mask."""
-        key = (id(m.banned) if m.banned is not None else -1, width, n_tokens)
-        ids = self._with_padding.get(key)
-        if ids is None:
-            ids = m.banned if m.banned is not None else np.empty(0, dtype=np.int64)
-            if width > n_tokens:
-                ids = np.concatenate([ids, np.arange(n_tokens, width, dtype=np.int64)])
-            self._with_padding[key] = ids
-            if m.banned is not None:
-                self._keep[id(m.banned)] = m
-        return ids
-
     def apply_row(self, row: torch.Tensor, m: StateMask) -> None:
         """Mask one row (a 1-D view)."""
         if m.all_allowed:
@@ -124,21 +113,9 @@ class MaskApplier:
             row.index_copy_(0, ids, kept)
 
     def apply_host_row(self, row: np.ndarray, m: StateMask | None, n_tokens: int) -> None:
-        """Mask one host row (a float32 numpy view of the logits) and its padding columns, in one write.
-
-        A banned list carries the padding columns (cached per mask and width); an allowed list fills
-        the whole row anyway; only an all-allowed (or ``None``: finished) row writes the padding alone.
-        """
-        width = row.shape[0]
-        if m is None or m.all_allowed:
-            if width > n_tokens:
-                row[n_tokens:] = NEG_INF
-        elif m.banned is not None:
-            row[self._banned_with_padding(m, width, n_tokens)] = NEG_INF
-        else:
-            kept = row[m.allowed]
-            row.fill(NEG_INF)
-            row[m.allowed] = kept
+        """Mask one host row (a float32 numpy view of the logits) and its padding columns, in one write
+        (:meth:`toolgrammar.runtime.host_row.HostMasker.apply`)."""
+        self.host.apply(row, m, n_tokens)
 
     def gather_donors(self, logits: torch.Tensor, rows: Sequence[int], tables: Sequence[PrefixTable]) -> Pouring | None:
         """Prefix-true masking, before the mask: read the donors' logits of rows ``rows`` (``tables[i]``: row

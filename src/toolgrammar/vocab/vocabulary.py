@@ -322,6 +322,35 @@ class Vocabulary:
             ordinary, list(added_tokens), name=name, eos_tokens=eos_tokens, eos_strict=False, source=str(path)
         )
 
+    @classmethod
+    def from_pieces(
+        cls,
+        pieces: Sequence[bytes],
+        *,
+        special_ids: Iterable[int],
+        eos_ids: Iterable[int],
+        added_ids: Iterable[int] = (),
+        name: str | None = None,
+        source: str = "pieces",
+    ) -> Vocabulary:
+        """From each id's exact bytes, as an engine that owns the tokenizer reports them (llama.cpp's
+        ``llama_token_to_piece`` with special tokens rendered), and its control and end-of-turn ids.
+
+        Unlike the other constructors, nothing is decoded: ``pieces[i]`` is what id ``i`` adds to a text.
+        The name, where not given, is the content's (:data:`_KNOWN_CONTENT` or ``bytelevel-<n>-<digest>``).
+        """
+        token_bytes = tuple(bytes(p) for p in pieces)
+        if not token_bytes:
+            raise TokenizerError(f"{source}: empty vocabulary")
+        special = frozenset(int(i) for i in special_ids)
+        eos = frozenset(int(i) for i in eos_ids)
+        if not eos:
+            raise TokenizerError(f"{source}: no end-of-turn id; the vocabulary needs at least one")
+        if name is None:
+            digest = _content_digest(token_bytes, special)
+            name = _KNOWN_CONTENT.get(digest, f"bytelevel-{len(token_bytes)}-{digest[:8]}")
+        return cls(name, token_bytes, special, eos, frozenset(int(i) for i in added_ids))
+
 
 def _content_digest(token_bytes: Sequence[bytes], special_ids: Iterable[int]) -> str:
     h = hashlib.sha256()
