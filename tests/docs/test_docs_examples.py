@@ -290,7 +290,14 @@ def test_vllm_pages_without_python_blocks_have_no_server_block():
 @pytest.mark.parametrize("path", _python_pages("llamacpp"), ids=str)
 def test_llamacpp_python_blocks_run(path: Path, setup_namespace: dict[str, Any], tmp_path: Path):
     """The page's llama.cpp blocks, with ``{gguf}`` a tiny random GGUF carrying the real Qwen3 tokenizer."""
-    from toolgrammar.testing.gguf import write_tiny_random_gguf
+    from toolgrammar.evaluate.tiny_gguf import write_tiny_random_gguf
 
     gguf = write_tiny_random_gguf(tmp_path / "tiny.gguf")
     _run_page(path, "llamacpp", dict(setup_namespace), make_workdir(tmp_path / "work"), {"gguf": str(gguf)})
+
+
+@pytest.mark.llamacpp
+@pytest.mark.parametrize("block", _shell_blocks("llamacpp"), ids=lambda b: b.id)
+def test_llamacpp_shell_block_runs(block: Block, tmp_path: Path):
+    code, output = run_shell(block, make_workdir(tmp_path / "work"), tmp_path)
+    check_output(block, code, output)

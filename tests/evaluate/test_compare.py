@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -588,6 +589,33 @@ def test_assistant_opening_per_policy(tools, overrides, opening):
 def test_prose_first_needs_required(tmp_path):
     with pytest.raises(CompareError, match="--prose-first applies to --tool-choice required only"):
         run_compare(_config(tmp_path, prose_first=True), generator=Scripted(seed_like_script))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"backend": "vllm"}, r"--backend must be one of transformers, llama\.cpp, got 'vllm'"),
+        ({"backend": "llama.cpp", "steer_gate": "name"}, r"the relevance gates run on transformers only"),
+    ],
+)
+def test_bad_backends_are_refused_before_anything_runs(tmp_path, overrides, message):
+    with pytest.raises(CompareError, match=message):
+        run_compare(_config(tmp_path, **overrides), generator=Scripted(seed_like_script))
+
+
+def test_the_llama_cpp_backend_names_what_it_needs(tmp_path, monkeypatch):
+    """Without llama-cpp-python, --backend llama.cpp fails in one line naming the package and the extra."""
+    from toolgrammar.evaluate.compare import missing_requirements
+    from toolgrammar.evaluate.extras import LLAMA_CPP, missing_message
+
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)
+    needed, _ = missing_requirements(CompareConfig(backend="llama.cpp", model="tiny-random"))
+    assert LLAMA_CPP in needed
+    assert "pip install 'toolgrammar[llamacpp]'" in missing_message(needed, what="--backend llama.cpp")
+    with pytest.raises(CompareError, match=r"is not a \.gguf file"):
+        from toolgrammar.evaluate.compare.llamacpp_generation import gguf_of
+
+        gguf_of(str(tmp_path))
 
 
 def test_without_matplotlib_the_report_is_written_without_a_chart(tmp_path, monkeypatch):

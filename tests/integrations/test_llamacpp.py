@@ -7,6 +7,7 @@ budget, decoded as llama.cpp renders them. Runs in its own CI step (scripts/test
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,10 @@ import pytest
 import torch
 
 from toolgrammar.errors import ProcessorError, TokenBudgetWarning
+from toolgrammar.evaluate.tiny_gguf import write_tiny_random_gguf
 from toolgrammar.integrations.generated_turn import GenerateError
 from toolgrammar.integrations.hf import ToolCallLogitsProcessor
 from toolgrammar.llamacpp import LlamaToolCallProcessor, generate_turn, llama_vocabulary
-from toolgrammar.testing.gguf import write_tiny_random_gguf
 from toolgrammar.turn.parser import parse_turn
 
 from toolsets import SEED_TOOLS, TYPED_TOOLS
@@ -293,3 +294,23 @@ def test_the_embedded_gguf_writes_valid_calls_in_llama_cpp(qwen25_coder: Any, to
             expected += turn.tool_calls[0].name == task.get("expected_tool")
     if tool_choice == "required":
         assert expected >= len(tasks) // 2
+
+
+def test_compare_runs_on_llama_cpp(tmp_path: Path) -> None:
+    """``toolgrammar compare --backend llama.cpp``: the same runs on a GGUF, judged the same way; the constrained
+    side makes no error, the report says which backend and model ran."""
+    from toolgrammar.evaluate.compare import CompareConfig, run_compare
+
+    gguf = write_tiny_random_gguf(tmp_path / "tiny.gguf")
+    config = CompareConfig(
+        model=str(gguf), backend="llama.cpp", limit=3, seeds=(0, 1), max_new_tokens=40, temperature=1.0,
+        tool_choice="required", mode="schema", out=str(tmp_path / "out"), progress=False,
+    )  # fmt: skip
+    report = run_compare(config)
+    constrained = report.summary["modes"]["constrained"]
+    assert report.constrained_errors == 0
+    assert constrained["runs"] == 6 and constrained["runs_with_valid_call"] == 6
+    assert report.summary["modes"]["free"]["tokens"] > 0
+    assert "in llama.cpp" in (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+    runs = [json.loads(line) for line in (tmp_path / "out" / "runs.jsonl").read_text().splitlines()]
+    assert all(r["constrained"]["turns"][0]["processor_error"] is None for r in runs if r.get("type") == "run")

@@ -25,8 +25,8 @@ import llama_cpp  # collected only where it is installed (tests/conftest.py)
 import numpy as np
 import pytest
 
+from toolgrammar.evaluate.tiny_gguf import write_tiny_random_gguf
 from toolgrammar.testing import accepts
-from toolgrammar.testing.gguf import write_tiny_random_gguf
 from toolgrammar.turn.exports import to_gbnf
 from toolgrammar.turn.grammar import compile_turn
 from toolgrammar.turn.parser import parse_turn

@@ -158,6 +158,14 @@ def compare_command(
     skip: Annotated[
         int, typer.Option(help="Leave out the first N tasks (per category with --suite): a held-out slice.")
     ] = 0,
+    backend: Annotated[
+        str,
+        typer.Option(
+            help="What runs the model: 'transformers' (model.generate, batched) or 'llama.cpp' (llama-cpp-python "
+            "on the model's GGUF: the default model's own Q4_K_M file, 'tiny-random', or a .gguf path; pip install "
+            "'toolgrammar[llamacpp]'). The relevance gates run on transformers only.",
+        ),
+    ] = "transformers",
     parallel_tool_calls: Annotated[
         bool, typer.Option("--parallel-tool-calls/--no-parallel-tool-calls", help="Allow several blocks per turn.")
     ] = True,
@@ -238,6 +246,7 @@ def compare_command(
         steer_to_blocks=steer_to_blocks,
         close_on_stop=close_on_stop,
         prefix_true=prefix_true,
+        backend=backend,
         steer_gate=steer_gate,
         parallel_tool_calls=parallel_tool_calls,
         reasoning=reasoning,

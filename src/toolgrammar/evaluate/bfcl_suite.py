@@ -286,6 +286,14 @@ def _hf_factory(config: CompareConfig) -> GeneratorFactory:
     if needed:
         raise CompareError(missing_message(needed, what=f"--model {config.model}"))
 
+    if config.backend == "llama.cpp":
+        from toolgrammar.evaluate.compare.llamacpp_generation import LlamaCppGenerator, load_gguf
+
+        try:
+            gguf = load_gguf(config.model)
+        except ToolgrammarError as error:
+            raise CompareError(str(error)) from error
+        return lambda toolset: LlamaCppGenerator(gguf, toolset, config)
     try:
         loaded = models.load_model(config.model)  # looked up at call time: tests replace it
     except ToolgrammarError as error:

