@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install llama-cpp-python 0.3.36 into .venv from a wheel built once per machine and kept.
 #
-# PyPI ships llama-cpp-python as source only: pip builds llama.cpp with CMake (about 5 minutes on 2 cores).
+# PyPI ships llama-cpp-python as source only: pip builds llama.cpp with CMake (about 5 minutes on 2 cores; 14 with another job running).
 # The build is portable (AVX2/FMA/F16C, no -march=native): a native build on these machines died with
 # "Illegal instruction" on first use (a build host with AMX, or one machine built on and another run on).
 # The wheel is kept in $TOOLGRAMMAR_WHEELS (default ~/.cache/toolgrammar/wheels) and reused by later runs.

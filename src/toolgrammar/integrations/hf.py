@@ -716,7 +716,7 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         donors = sc[0][prefix.donors] if not prefix.empty else None
         self._applier.apply_host_row(sc[0], mask, n_tokens)
         if donors is not None:
-            pour_host_row(sc[0], donors, prefix)
+            pour_host_row(sc[0], donors, prefix, self.grammar.table.native)
         if stop is not None:
             self._pending[0] = close_row(sc[0], stop, closers, host_closing(self._closing[0]))
         stops = self._stops

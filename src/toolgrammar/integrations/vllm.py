@@ -499,7 +499,7 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
             donors = view[prefixes[0].donors] if not prefixes[0].empty else None
             self.applier.apply_host_row(view, masks[0], n_tokens)
             if donors is not None:
-                pour_host_row(view, donors, prefixes[0])
+                pour_host_row(view, donors, prefixes[0], grammar.table.native)
             if stop is not None:
                 row = closing_rows[0]
                 row.pending = close_row(view, stop, closers[0], host_closing(row.closing))

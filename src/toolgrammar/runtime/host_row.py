@@ -175,7 +175,7 @@ class HostRow:
         donors = row[prefix.donors] if not prefix.empty else None
         self._masker.apply(row, mask, n_tokens)
         if donors is not None:
-            pour_host_row(row, donors, prefix)
+            pour_host_row(row, donors, prefix, grammar.table.native)
         if stop is not None and closers is not None:
             self._pending = close_row(row, stop, closers, self._closing)
         stops = rules.stops

@@ -43,7 +43,7 @@ Import boundary: numpy and the C core (the torch form is :meth:`toolgrammar.runt
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -207,16 +207,22 @@ def node_bytes(table: TokenTable, node: int) -> bytes:
     return bytes(s for s in reversed(out) if s < 256)
 
 
-def pour_host_row(row: np.ndarray, donor_logits: np.ndarray, prefix: PrefixTable) -> None:
+_ASK = object()
+"""``core`` not given: ask :func:`toolgrammar.native.module` (an environment read, about 2 us)."""
+
+
+def pour_host_row(row: np.ndarray, donor_logits: np.ndarray, prefix: PrefixTable, core: Any = _ASK) -> None:
     """Give the donors' probability (``donor_logits``: their logits read before masking) to the receivers of
     ``row`` (masked already; a numpy view), in place. See the module's rule.
 
     In float64, shifted by the largest logit involved: a group whose logits all lie more than 700 below it
     (``exp`` underflows) moves nothing, as a group whose receivers are all masked moves nothing. By the C core
-    where it is built (a float32 row: one call), else :func:`pour_host_row_numpy`."""
+    where it is built (a float32 row: one call), else :func:`pour_host_row_numpy`. Per-token callers pass
+    ``core``, the C core their token table chose (``grammar.table.native``; ``None``: numpy)."""
     if prefix.empty:
         return
-    core = native_core.module()
+    if core is _ASK:
+        core = native_core.module()
     if core is not None and row.dtype == np.float32 and donor_logits.dtype == np.float32 and row.flags.c_contiguous:
         scratch = np.empty(2 * prefix.n_groups + len(prefix.receivers), dtype=np.float64)
         core.pour(
