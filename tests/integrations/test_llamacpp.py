@@ -30,7 +30,6 @@ pytestmark = pytest.mark.llamacpp
 
 MESSAGES = [{"role": "user", "content": "The test for is_even fails. Read src/numbers.py first."}]
 NO_THINKING = {"enable_thinking": False}
-ENDS = {"<|im_end|>", "<|endoftext|>"}
 
 
 @pytest.fixture(scope="module")
@@ -150,8 +149,9 @@ def check_turn(turn: Any, vocab: Any, budget: int) -> None:
     assert all(block.closed for block in turn.parsed.blocks), turn.text
     assert turn.processor_error is None
     assert 0 < len(turn.token_ids) <= budget
-    ends = {vocab.token_id(t) for t in ENDS}
+    ends = vocab.eos_ids  # llama.cpp's ends of generation, where generate_turn stops
     assert (turn.finish == "stop") == (turn.token_ids[-1] in ends)
+    assert not ends & set(turn.token_ids[:-1])
     written = turn.token_ids[:-1] if turn.finish == "stop" else turn.token_ids
     assert turn.text == vocab.decode(written).decode("utf-8", "replace")
 
