@@ -53,7 +53,7 @@ from toolgrammar.turn.grammar import compile_turn
 from toolgrammar.turn.parser import parse_turn
 from toolgrammar.vocab import Vocabulary
 
-__all__ = ["LlamaToolCallProcessor", "generate_turn", "llama_vocabulary"]
+__all__ = ["LlamaToolCallProcessor", "chat_formatter", "generate_turn", "llama_vocabulary"]
 
 _WINDOW = 16
 """Tokens compared at the start of the input when checking that a call extends the previous one."""
@@ -304,6 +304,21 @@ _OWN_SAMPLING_KWARGS = {
 """``Llama.generate`` arguments this function sets itself, with why."""
 
 
+def chat_formatter(llama: Any, template: str) -> Any:
+    """The GGUF's chat template as llama-cpp-python's ``Jinja2ChatFormatter`` (transformers' rendering), with the
+    model's own end and start tokens and the generation prompt added."""
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    pieces = llama_vocabulary(llama).token_bytes
+    eos, bos = llama.token_eos(), llama.token_bos()
+    return Jinja2ChatFormatter(
+        template,
+        eos_token=pieces[eos].decode("utf-8", "replace") if eos >= 0 else "",
+        bos_token=pieces[bos].decode("utf-8", "replace") if bos >= 0 else "",
+        add_generation_prompt=True,
+    )
+
+
 def generate_turn(
     llama: Any,
     messages: Sequence[Mapping[str, Any]],
@@ -346,7 +361,6 @@ def generate_turn(
         As for :class:`LlamaToolCallProcessor`.
     """
     from llama_cpp import Llama, LogitsProcessorList
-    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
     if not isinstance(llama, Llama):
         raise GenerateError(f"llama must be a llama_cpp.Llama, got {type(llama).__name__}")
@@ -373,13 +387,7 @@ def generate_turn(
         )
     toolset = load_tools(tools, mode=mode)  # type: ignore[arg-type]
     vocab = llama_vocabulary(llama)
-    eos, bos = llama.token_eos(), llama.token_bos()
-    formatter = Jinja2ChatFormatter(
-        template,
-        eos_token=vocab.token_bytes[eos].decode("utf-8", "replace") if eos >= 0 else "",
-        bos_token=vocab.token_bytes[bos].decode("utf-8", "replace") if bos >= 0 else "",
-        add_generation_prompt=True,
-    )
+    formatter = chat_formatter(llama, template)
     rendered = formatter(messages=chat, tools=toolset.to_openai(), **template_kwargs).prompt
     markers = get_format(format).markers
     read = reasoning_after(

@@ -74,24 +74,15 @@ class LoadedGguf:
 def load_gguf(spec: str) -> LoadedGguf:
     """Load ``--model spec`` (:func:`gguf_of`) in llama.cpp, with a context of :data:`N_CTX` and every core."""
     import llama_cpp
-    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-    from toolgrammar.integrations.llamacpp import llama_vocabulary
+    from toolgrammar.integrations.llamacpp import chat_formatter, llama_vocabulary
 
     path, source = gguf_of(spec)
     llm = llama_cpp.Llama(str(path), n_ctx=N_CTX, n_threads=os.cpu_count() or 1, seed=0, verbose=False)
     template = llm.metadata.get("tokenizer.chat_template")
     if not template:
         raise CompareError(f"model {spec!r}: the GGUF has no chat template (tokenizer.chat_template)")
-    vocab = llama_vocabulary(llm)
-    eos, bos = llm.token_eos(), llm.token_bos()
-    formatter = Jinja2ChatFormatter(
-        template,
-        eos_token=vocab.token_bytes[eos].decode("utf-8", "replace") if eos >= 0 else "",
-        bos_token=vocab.token_bytes[bos].decode("utf-8", "replace") if bos >= 0 else "",
-        add_generation_prompt=True,
-    )
-    return LoadedGguf(llm, vocab, formatter, spec, source)
+    return LoadedGguf(llm, llama_vocabulary(llm), chat_formatter(llm, template), spec, source)
 
 
 class LlamaCppGenerator:
