@@ -5,6 +5,7 @@
     .venv/bin/python bench/quality.py --settings greedy --policy "auto, steered"   # one policy (repeatable)
     .venv/bin/python bench/quality.py --resume --out DIR      # continue an interrupted run
     .venv/bin/python bench/quality.py --report-only --out DIR # judge and report what DIR holds
+    .venv/bin/python bench/quality.py --settings greedy --backend llama.cpp --model qwen2.5-coder-1.5b
 
 Runs the bundled tasks (default: all 44) on the embedded model (Qwen2.5-Coder-0.5B-Instruct, CPU),
 one 256-token turn, under seven generations per setting (greedy; sampled at temperature 0.7, top-p
@@ -22,6 +23,11 @@ one 256-token turn, under seven generations per setting (greedy; sampled at temp
 | auto, steered where pmi+name say | the chat template's | the same, ``steer_gate="pmi+name"`` |
 | required, call first, prefix-true | ... + what the grammar forces | ``tool_choice="required"``, ``prefix_true=True`` |
 | auto, steered, prefix-true | the chat template's | ``tool_choice="auto", steer_to_blocks=True, prefix_true=True`` |
+| llama.cpp's own, auto / required | llama-server renders it | llama.cpp's own grammar from the tools (``--backend
+llama.cpp`` only) |
+
+With ``--backend llama.cpp`` the model runs from its GGUF in llama-cpp-python (``--model qwen2.5-coder-1.5b`` too);
+the gated policies run on transformers only.
 
 Reports per policy: runs with an intended call (a block or another shape), valid calls, errors by
 kind, expected tool (valid call; and named in any shape), expected tool + arguments, tokens, time;
@@ -53,6 +59,7 @@ from toolgrammar.evaluate.compare import (
     run_mode,
     summarize_side,
 )
+from toolgrammar.evaluate.compare.llamacpp_generation import LlamaCppGenerator, load_gguf
 from toolgrammar.evaluate.models import load_model
 
 POLICIES: dict[str, tuple[dict[str, Any], str]] = {
@@ -72,6 +79,8 @@ POLICIES: dict[str, tuple[dict[str, Any], str]] = {
         {"tool_choice": "auto", "steer_to_blocks": True, "prefix_true": True},
         "constrained",
     ),
+    "llama.cpp's own, auto": ({"tool_choice": "auto"}, "llama-server"),
+    "llama.cpp's own, required": ({"tool_choice": "required"}, "llama-server"),
     "auto, steered where name fits": (
         {"tool_choice": "auto", "steer_to_blocks": True, "steer_gate": "name"},
         "constrained",
@@ -82,6 +91,9 @@ POLICIES: dict[str, tuple[dict[str, Any], str]] = {
     ),
 }
 """policy -> (config overrides, side)."""
+
+LLAMA_CPP_ONLY = ("llama.cpp's own, auto", "llama.cpp's own, required")
+"""Policies of llama.cpp's own tool-call grammar (llama-server ``--jinja``): ``--backend llama.cpp`` only."""
 
 
 def _settings(names: list[str], seeds: list[int]) -> list[tuple[str, float, int]]:
@@ -96,11 +108,24 @@ def _settings(names: list[str], seeds: list[int]) -> list[tuple[str, float, int]
     return out
 
 
-def _policies(chosen: list[str] | None) -> list[str]:
+def _policies(chosen: list[str] | None, backend: str) -> list[str]:
     unknown = [p for p in chosen or () if p not in POLICIES]
     if unknown:
         raise SystemExit(f"--policy: unknown {', '.join(map(repr, unknown))}; known: {', '.join(map(repr, POLICIES))}")
-    return list(chosen) if chosen else list(POLICIES)
+
+    def runs_on(policy: str) -> bool:
+        gated = POLICIES[policy][0].get("steer_gate", "none") != "none"
+        return not gated if backend == "llama.cpp" else policy not in LLAMA_CPP_ONLY
+
+    if chosen:
+        refused = [p for p in chosen if not runs_on(p)]
+        if refused:
+            raise SystemExit(
+                f"--policy {', '.join(map(repr, refused))}: not on --backend {backend} (the relevance gates run on "
+                "transformers, llama.cpp's own grammar on llama.cpp)"
+            )
+        return list(chosen)
+    return [p for p in POLICIES if runs_on(p)]
 
 
 def _done(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
@@ -116,12 +141,15 @@ def _done(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    args.policies = _policies(args.policy)
+    args.policies = _policies(args.policy, args.backend)
     base = CompareConfig(
-        limit=args.limit or None, max_new_tokens=args.max_new_tokens, progress=False, mode="strings", format="hermes"
-    )
+        model=args.model, limit=args.limit or None, max_new_tokens=args.max_new_tokens, progress=False,
+        mode="strings", format="hermes", backend=args.backend,
+    )  # fmt: skip
     tools, tasks = prepare(base)
-    loaded = None if args.report_only else load_model(base.model)
+    loaded: Any = None
+    if not args.report_only:
+        loaded = load_gguf(base.model) if args.backend == "llama.cpp" else load_model(base.model)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     generations = out / "generations.jsonl"
@@ -136,7 +164,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if (policy, setting) in done or args.report_only or policy not in args.policies:
                 continue
             config = replace(base, temperature=temperature, **overrides)
-            generator = HFGenerator(loaded, tools, config)
+            generator = make_generator(loaded, tools, config)
             t0 = time.perf_counter()
             print(f"[{time.perf_counter() - started:7.0f} s] {setting}: {policy} ...", file=sys.stderr, flush=True)
             records, timings = run_mode(
@@ -155,8 +183,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             with open(generations, "a", encoding="utf-8") as handle:
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")
             done[(policy, setting)] = record
+            close = getattr(generator, "close", None)
+            if close is not None:
+                close()  # the llama-server its policy started
     source = loaded.source if loaded is not None else f"{base.model} (report of earlier generations)"
     return report(done, tools, [s for s, _, _ in settings], out, base, source)
+
+
+def make_generator(loaded: Any, tools: Any, config: CompareConfig) -> Any:
+    """The backend's generator of one policy on the model loaded once."""
+    if config.backend == "llama.cpp":
+        return LlamaCppGenerator(loaded, tools, config)
+    return HFGenerator(loaded, tools, config)
 
 
 def report(
@@ -278,11 +316,19 @@ def main() -> None:
         "--policy", action="append", help=f"run only this policy (repeatable; default all: {', '.join(POLICIES)})"
     )
     parser.add_argument("--max-new-tokens", type=int, default=256)
+    parser.add_argument(
+        "--backend",
+        choices=("transformers", "llama.cpp"),
+        default="transformers",
+        help="transformers (the de-quantized model) or llama.cpp (the model's GGUF; adds llama.cpp's own grammar, "
+        "needs scripts/llama-server.sh; no relevance gates)",
+    )
+    parser.add_argument(
+        "--model", default="qwen2.5-coder-0.5b", help="qwen2.5-coder-0.5b, or with llama.cpp qwen2.5-coder-1.5b"
+    )
     parser.add_argument("--out", default=f"bench/results/quality-{time.strftime('%Y-%m-%d')}")
     parser.add_argument("--resume", action="store_true", help="keep the generations already in OUT")
-    parser.add_argument(
-        "--report-only", action="store_true", help="generate nothing: judge and report what OUT holds"
-    )
+    parser.add_argument("--report-only", action="store_true", help="generate nothing: judge and report what OUT holds")
     run(parser.parse_args())
 
 

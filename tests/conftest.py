@@ -21,9 +21,14 @@ import json  # noqa: E402
 # tests/integrations/test_vllm*.py run in the vLLM environment only (scripts/test-vllm.sh, its own CI step).
 _VLLM_TESTS = ["integrations/test_vllm.py", "integrations/test_vllm_server.py", "integrations/test_vllm_families.py"]
 collect_ignore = [] if importlib.util.find_spec("vllm") else _VLLM_TESTS
-# tests/integrations/test_llamacpp*.py need llama-cpp-python (scripts/test-llamacpp.sh installs it: its own CI step).
+# tests/integrations/test_llamacpp*.py and test_llama_server.py need llama-cpp-python (scripts/test-llamacpp.sh
+# installs it, and builds llama-server: their own CI step).
 if importlib.util.find_spec("llama_cpp") is None:
-    collect_ignore += ["integrations/test_llamacpp.py", "integrations/test_llamacpp_gbnf.py"]
+    collect_ignore += [
+        "integrations/test_llamacpp.py",
+        "integrations/test_llamacpp_gbnf.py",
+        "integrations/test_llama_server.py",
+    ]
 
 import pytest  # noqa: E402
 

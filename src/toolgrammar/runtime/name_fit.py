@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from toolgrammar.errors import ToolgrammarError
 
-__all__ = ["NameFitError", "Spelling", "call_targets", "name_fit", "takes_keyword"]
+__all__ = ["NameFitError", "Spelling", "call_targets", "name_fit", "takes_keyword", "walk_name_fit"]
 
 PROBE = "toolgrammar_name_probe"
 """A name no format writes into its own markers: where it starts in a rendered call is where names start."""
@@ -114,44 +114,73 @@ class Spelling:
 
 
 def name_fit(model: Any, ids: Sequence[int], head: str, targets: Sequence[str], spelling: Spelling) -> float:
-    """The score of the module docstring for one prompt, from ``call_targets``'s output.
+    """The score of the module docstring for one prompt, from ``call_targets``'s output, on a transformers model.
 
     ``ids``: the tokenizer's encoding of the prompt followed by ``head`` (so the head's markers are the
-    tokens the model knows, ``<tool_call>`` one token). Its last token is walked again rather than
-    forced, so that a token joining the head's last characters to a name's first ones can be chosen.
-    One forward pass over the prompt, then one cached step per token of the walk.
+    tokens the model knows, ``<tool_call>`` one token). One forward pass over the prompt, then one cached step
+    per token of the walk (:func:`walk_name_fit`).
     """
     import torch
+
+    device = getattr(model, "device", None) or torch.device("cpu")
+    state: dict[str, Any] = {}
+
+    def first(prompt: list[int]) -> Any:
+        kwargs: dict[str, Any] = {"input_ids": torch.tensor([prompt], device=device), "use_cache": True}
+        if takes_keyword(model, "logits_to_keep"):
+            kwargs["logits_to_keep"] = 1
+        state["out"] = model(**kwargs)
+        return state["out"].logits[0, -1].double().cpu().numpy()
+
+    def then(token: int) -> Any:
+        step = torch.tensor([[token]], device=device)
+        state["out"] = model(input_ids=step, past_key_values=state["out"].past_key_values, use_cache=True)
+        return state["out"].logits[0, -1].double().cpu().numpy()
+
+    with torch.inference_mode():
+        return walk_name_fit(first, then, ids, head, targets, spelling)
+
+
+def walk_name_fit(
+    first: Callable[[list[int]], Any],
+    then: Callable[[int], Any],
+    ids: Sequence[int],
+    head: str,
+    targets: Sequence[str],
+    spelling: Spelling,
+) -> float:
+    """The walk of the module docstring on any engine: ``first(prompt_ids)`` gives the next-token logits after
+    the prompt (a 1-D array), ``then(token)`` after one more token.
+
+    ``ids``' last token is walked again rather than forced, so that a token joining the head's last characters
+    to a name's first ones can be chosen.
+    """
+    import numpy as np
 
     wanted = [t.encode("utf-8") for t in targets]
     head_bytes = head.encode("utf-8")
     tail = spelling.texts[ids[-1]] if ids and 0 <= ids[-1] < len(spelling.texts) else b""
     if tail and head_bytes.endswith(tail):
-        ids, written = list(ids[:-1]), head_bytes[: len(head_bytes) - len(tail)]
+        prompt, written = list(ids[:-1]), head_bytes[: len(head_bytes) - len(tail)]
     else:  # the head ends with a marker token (or is empty): it is all forced
-        ids, written = list(ids), head_bytes
-    device = getattr(model, "device", None) or torch.device("cpu")
-    kwargs: dict[str, Any] = {"input_ids": torch.tensor([ids], device=device), "use_cache": True}
-    if takes_keyword(model, "logits_to_keep"):
-        kwargs["logits_to_keep"] = 1
+        prompt, written = list(ids), head_bytes
     log_score = 0.0
-    with torch.inference_mode():
-        out = model(**kwargs)
-        for _ in range(max(len(w) for w in wanted) + 1):  # each step writes at least one byte
-            rests = [w[len(written) :] for w in wanted if w.startswith(written)]
-            allowed = spelling.leading_to(rests)
-            if not allowed:
-                raise NameFitError(f"no token of the vocabulary continues {written!r} towards an offered name")
-            probs = torch.softmax(out.logits[0, -1].double(), dim=-1)[allowed]
-            best = allowed[int(torch.argmax(probs))]
-            token = spelling.texts[best]
-            if len(written) + len(token) > len(head_bytes):  # this step writes part of a name
-                log_score += math.log(max(float(probs.sum()), 1e-300))
-            written += token
-            if any(written.startswith(w) for w in wanted):
-                return math.exp(log_score)
-            step = torch.tensor([[best]], device=device)
-            out = model(input_ids=step, past_key_values=out.past_key_values, use_cache=True)
+    logits = np.asarray(first(prompt), dtype=np.float64)
+    for _ in range(max(len(w) for w in wanted) + 1):  # each step writes at least one byte
+        rests = [w[len(written) :] for w in wanted if w.startswith(written)]
+        allowed = spelling.leading_to(rests)
+        if not allowed:
+            raise NameFitError(f"no token of the vocabulary continues {written!r} towards an offered name")
+        shifted = np.exp(logits - logits.max())
+        probs = shifted[allowed] / shifted.sum()
+        best = allowed[int(np.argmax(probs))]
+        token = spelling.texts[best]
+        if len(written) + len(token) > len(head_bytes):  # this step writes part of a name
+            log_score += math.log(max(float(probs.sum()), 1e-300))
+        written += token
+        if any(written.startswith(w) for w in wanted):
+            return math.exp(log_score)
+        logits = np.asarray(then(best), dtype=np.float64)
     raise NameFitError(f"the walk towards an offered name did not end (wrote {written!r})")  # pragma: no cover
 
 

@@ -63,6 +63,9 @@ Where each part lives
 - :mod:`toolgrammar.evaluate.compare.generation`: :class:`Generation`, the :class:`Generator` protocol, the
   transformers backend :class:`HFGenerator` (torch and transformers are imported only when it is used),
   and :func:`assistant_opening`.
+- :mod:`toolgrammar.evaluate.compare.llamacpp_generation`: the llama.cpp backend (``--backend llama.cpp``);
+  :mod:`toolgrammar.evaluate.compare.llama_server`: its third side, llama.cpp's own tool-call grammar
+  (``--llama-server``).
 - :mod:`toolgrammar.evaluate.compare.judging`: the verdicts on one turn (:func:`judge_turn`,
   :func:`arguments_match`), the intended calls, and a run's counts (:func:`rejudge_run`).
 - :mod:`toolgrammar.evaluate.compare.running`: the conversations of both modes, the output directory, resume,
@@ -79,7 +82,10 @@ from toolgrammar.bundled import bundled_tasks_path, bundled_tools_path
 from toolgrammar.evaluate.compare.config import (
     DEFAULT_LIMIT,
     DEFAULT_MAX_NEW_TOKENS,
+    LLAMA_SERVER,
     MODES,
+    SIDE_LABELS,
+    SIDES,
     CompareConfig,
     CompareError,
     Mode,
@@ -94,6 +100,8 @@ from toolgrammar.evaluate.compare.progress import progress_bar as progress_bar
 from toolgrammar.evaluate.compare.report import (
     INTENDED_ERROR_KINDS,
     Report,
+    side_headings,
+    sides_of,
     summarize,
     summarize_side,
     summary_rows,
@@ -107,7 +115,10 @@ __all__ = [
     "DEFAULT_LIMIT",
     "DEFAULT_MAX_NEW_TOKENS",
     "INTENDED_ERROR_KINDS",
+    "LLAMA_SERVER",
     "MODES",
+    "SIDES",
+    "SIDE_LABELS",
     "CompareConfig",
     "CompareError",
     "Generation",
@@ -127,6 +138,8 @@ __all__ = [
     "prepare",
     "rejudge_run",
     "run_compare",
+    "side_headings",
+    "sides_of",
     "summarize",
     "summarize_side",
     "summary_rows",

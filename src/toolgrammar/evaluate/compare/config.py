@@ -13,8 +13,15 @@ from toolgrammar.errors import ToolgrammarError
 from toolgrammar.evaluate.extras import MATPLOTLIB, TQDM, Requirement, gguf_requirements, missing, model_requirements
 from toolgrammar.evaluate.relevance import RelevanceError, gate_methods
 
-Mode = Literal["free", "constrained"]
+Mode = Literal["free", "constrained", "llama-server"]
 MODES: tuple[Mode, Mode] = ("free", "constrained")
+"""The two sides every run has."""
+LLAMA_SERVER: Mode = "llama-server"
+"""The third side of ``--backend llama.cpp --llama-server``: llama.cpp's own tool-call grammar (llama-server)."""
+SIDES: tuple[Mode, ...] = (*MODES, LLAMA_SERVER)
+"""Every side a run may have, in report order."""
+SIDE_LABELS: dict[str, str] = {"free": "free", "constrained": "toolgrammar", LLAMA_SERVER: "llama.cpp's own"}
+"""Column headings of the sides where three are shown."""
 
 
 DEFAULT_LIMIT = 10
@@ -204,6 +211,14 @@ class CompareConfig:
     backend: str = "transformers"
     """What runs the model: ``transformers`` (``model.generate``, batched) or ``llama.cpp`` (llama-cpp-python on
     the model's GGUF, one prompt at a time; :mod:`toolgrammar.evaluate.compare.llamacpp_generation`)."""
+    llama_server: bool = False
+    """With ``backend="llama.cpp"``: a third side, the same conversations through llama.cpp's own tool-call
+    grammar (llama-server ``--jinja`` with the request's tools; :mod:`toolgrammar.evaluate.compare.llama_server`),
+    judged by the same strict parser."""
+
+    def sides(self) -> tuple[Mode, ...]:
+        """The sides this run has: free and constrained, and llama-server's when asked."""
+        return (*MODES, LLAMA_SERVER) if self.llama_server else MODES
 
     def grammar_options(self) -> dict[str, Any]:
         """The keyword options of :class:`~toolgrammar.integrations.hf.ToolCallLogitsProcessor`."""
@@ -259,10 +274,21 @@ class CompareConfig:
             )
         if self.backend not in BACKENDS:
             raise CompareError(f"--backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
-        if self.backend == "llama.cpp" and self.steer_gate != "none":
+        if self.backend == "llama.cpp" and self.steer_gate not in ("none", "name"):
             raise CompareError(
-                f"--steer-gate {self.steer_gate}: the relevance gates run on transformers only; use --steer-gate none "
-                "with --backend llama.cpp"
+                f"--steer-gate {self.steer_gate}: with --backend llama.cpp the gate is 'name' (or none); pmi and "
+                "question run on transformers only"
+            )
+        if self.llama_server and self.backend != "llama.cpp":
+            raise CompareError("--llama-server runs llama.cpp's own grammar: it needs --backend llama.cpp")
+        if self.llama_server and self.turns != 1:
+            raise CompareError(
+                f"--llama-server judges one assistant turn (--turns 1, got {self.turns}): llama-server takes earlier "
+                "calls back as structured tool_calls, which the other sides' raw turns are not"
+            )
+        if self.llama_server and (self.prose_first or self.reasoning == "prefilled"):
+            raise CompareError(
+                "--llama-server: llama.cpp's own grammar has no --prose-first or --reasoning prefilled; leave them out"
             )
         if self.prose_first and self.tool_choice != "required":
             raise CompareError(f"--prose-first applies to --tool-choice required only, got {self.tool_choice!r}")

@@ -26,8 +26,9 @@ class Generation:
     """The assistant turn as text (end-of-turn token and padding removed)."""
     tokens: int
     """Tokens generated for this row (its end-of-turn token included)."""
-    finish: Literal["stop", "length"]
-    """``stop``: the model ended the turn; ``length``: it hit ``max_new_tokens``."""
+    finish: Literal["stop", "length", "error"]
+    """``stop``: the model ended the turn; ``length``: it hit ``max_new_tokens``; ``error``: the engine refused the
+    request (llama-server's side only; ``processor_error`` says why)."""
     processor_error: str | None = None
     """Constrained rows: why the row left the grammar, when it did (always a bug)."""
     stop_closes: int = 0

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolgrammar.evaluate.compare.config import CONFIG_VERSION, MODES, has_matplotlib
+from toolgrammar.evaluate.compare.config import CONFIG_VERSION, LLAMA_SERVER, SIDE_LABELS, SIDES, has_matplotlib
 from toolgrammar.evaluate.other_shapes import OTHER_SHAPE_KIND
 from toolgrammar.evaluate.relevance import describe_gate
 from toolgrammar.formats.calls import ERROR_KINDS
@@ -142,9 +142,10 @@ def summarize(
     ``errors_hidden`` is their sum: the intended calls that failed free and not under the grammar.
     """
     names = list(tool_names)
+    present = [mode for mode in SIDES if mode in ("free", "constrained") or (runs and mode in runs[0])]
     modes = {
         mode: summarize_side([r[mode] for r in runs], [t for t in timings if t["mode"] == mode], names)
-        for mode in MODES
+        for mode in present
     }
     free, constrained = modes["free"]["intended_error_kinds"], modes["constrained"]["intended_error_kinds"]
     hidden = {
@@ -172,91 +173,94 @@ def _hits(mode: Mapping[str, Any], hits: str, rate: str) -> str:
     return f"{mode[hits]} ({_rate(mode[rate])})"
 
 
-def summary_rows(summary: Mapping[str, Any]) -> list[tuple[str, str, str]]:
-    """``(metric, free, constrained)`` rows shared by the terminal table and report.md."""
-    f, c = summary["modes"]["free"], summary["modes"]["constrained"]
+def sides_of(summary: Mapping[str, Any]) -> list[str]:
+    """The sides a summary holds, in report order (free, constrained, and llama-server's when it ran)."""
+    return [mode for mode in SIDES if mode in summary["modes"]]
 
-    def both(key: str, fmt: Callable[[Any], str] = str) -> tuple[str, str]:
-        return fmt(f[key]), fmt(c[key])
+
+def side_headings(summary: Mapping[str, Any]) -> list[str]:
+    """Column headings: ``free``, ``constrained``; with llama-server's side, ``free``, ``toolgrammar``,
+    ``llama.cpp's own``."""
+    sides = sides_of(summary)
+    return [SIDE_LABELS[m] for m in sides] if LLAMA_SERVER in sides else sides
+
+
+def summary_rows(summary: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    """``(metric, value per side...)`` rows shared by the terminal table and report.md (sides: :func:`sides_of`)."""
+    sides = [summary["modes"][m] for m in sides_of(summary)]
+    first = sides[0]
+    left = "rows that left the grammar"
+    if LLAMA_SERVER in summary["modes"]:
+        left += " (llama-server: requests it refused)"
+
+    def each(key: str, fmt: Callable[[Any], str] = str) -> tuple[str, ...]:
+        return tuple(fmt(m[key]) for m in sides)
 
     def tps(value: float | None) -> str:
         return "n/a" if value is None else f"{value:.1f}"
 
-    def pair(hits: str, rate: str) -> tuple[str, str]:
-        return _hits(f, hits, rate), _hits(c, hits, rate)
+    def hits(hit: str, rate: str) -> tuple[str, ...]:
+        return tuple(_hits(m, hit, rate) for m in sides)
 
-    rows = [
-        ("runs", *both("runs")),
-        ("runs with an intended call (a block or another shape)", *both("runs_with_intended_call")),
-        ("runs with a valid call", *both("runs_with_valid_call")),
-        ("intended calls (blocks + other shapes)", *both("intended_calls")),
-        ("  valid calls (valid blocks)", *both("valid_calls")),
-        ("  errors: calls that cannot run", *both("intended_errors")),
+    def kind_counts(key: str, kind: str) -> tuple[str, ...]:
+        return tuple(str(m[key].get(kind, 0)) for m in sides)
+
+    def any_side(key: str, kind: str) -> bool:
+        return any(m[key].get(kind) for m in sides)
+
+    rows: list[tuple[str, ...]] = [
+        ("runs", *each("runs")),
+        ("runs with an intended call (a block or another shape)", *each("runs_with_intended_call")),
+        ("runs with a valid call", *each("runs_with_valid_call")),
+        ("intended calls (blocks + other shapes)", *each("intended_calls")),
+        ("  valid calls (valid blocks)", *each("valid_calls")),
+        ("  errors: calls that cannot run", *each("intended_errors")),
     ]
-    kinds = [k for k in INTENDED_ERROR_KINDS if f["intended_error_kinds"].get(k) or c["intended_error_kinds"].get(k)]
-    for k in kinds:
+    for k in [k for k in INTENDED_ERROR_KINDS if any_side("intended_error_kinds", k)]:
         label = "other-shape (fenced or bare JSON)" if k == OTHER_SHAPE_KIND else f"{k} (in a block)"
-        rows.append(
-            (f"    {label}", str(f["intended_error_kinds"].get(k, 0)), str(c["intended_error_kinds"].get(k, 0)))
-        )
-    inner = [k for k in ERROR_KINDS if f["other_shape_inner_kinds"].get(k) or c["other_shape_inner_kinds"].get(k)]
-    if (
-        f["other_shape_calls"]["fenced"]
-        + f["other_shape_calls"]["bare"]
-        + c["other_shape_calls"]["fenced"]
-        + c["other_shape_calls"]["bare"]
-    ):
+        rows.append((f"    {label}", *kind_counts("intended_error_kinds", k)))
+    if any(m["other_shape_calls"]["fenced"] + m["other_shape_calls"]["bare"] for m in sides):
         rows += [
             (
                 "  other shapes: fenced / bare",
-                *(f"{m['other_shape_calls']['fenced']} / {m['other_shape_calls']['bare']}" for m in (f, c)),
+                *(f"{m['other_shape_calls']['fenced']} / {m['other_shape_calls']['bare']}" for m in sides),
             ),
-            ("    naming an offered tool", *both("other_shape_calls_known_tool")),
-            ("    the call inside would be valid", *both("other_shape_valid_inside")),
+            ("    naming an offered tool", *each("other_shape_calls_known_tool")),
+            ("    the call inside would be valid", *each("other_shape_valid_inside")),
         ]
         rows += [
-            (
-                f"    inside: {k}",
-                str(f["other_shape_inner_kinds"].get(k, 0)),
-                str(c["other_shape_inner_kinds"].get(k, 0)),
-            )
-            for k in inner
+            (f"    inside: {k}", *kind_counts("other_shape_inner_kinds", k))
+            for k in ERROR_KINDS
+            if any_side("other_shape_inner_kinds", k)
         ]
-    unclosed = [k for k in ERROR_KINDS if f["unclosed_inner_kinds"].get(k) or c["unclosed_inner_kinds"].get(k)]
-    if unclosed or f["unclosed_valid_inside"] or c["unclosed_valid_inside"]:
-        rows.append(("  truncated blocks: the call inside would be valid", *both("unclosed_valid_inside")))
-        rows += [
-            (
-                f"  truncated blocks, inside: {k}",
-                str(f["unclosed_inner_kinds"].get(k, 0)),
-                str(c["unclosed_inner_kinds"].get(k, 0)),
-            )
-            for k in unclosed
-        ]
+    unclosed = [k for k in ERROR_KINDS if any_side("unclosed_inner_kinds", k)]
+    if unclosed or any(m["unclosed_valid_inside"] for m in sides):
+        rows.append(("  truncated blocks: the call inside would be valid", *each("unclosed_valid_inside")))
+        rows += [(f"  truncated blocks, inside: {k}", *kind_counts("unclosed_inner_kinds", k)) for k in unclosed]
     rows += [
-        ("tool-call blocks", *both("blocks")),
-        ("invalid blocks (constrained: must be 0)", *both("errors")),
-        ("rows that left the grammar", *both("processor_errors")),
-        ("blocks closed where the model stopped (close_on_stop)", *both("stop_closes")),
+        ("tool-call blocks", *each("blocks")),
+        ("invalid blocks (constrained: must be 0)", *each("errors")),
+        (left, *each("processor_errors")),
+        ("blocks closed where the model stopped (close_on_stop)", *each("stop_closes")),
         (
-            f"expected tool, valid call (of {f['expected_tool_tasks']} runs)",
-            *pair("expected_tool_hits", "expected_tool_rate"),
+            f"expected tool, valid call (of {first['expected_tool_tasks']} runs)",
+            *hits("expected_tool_hits", "expected_tool_rate"),
         ),
-        ("expected tool, named in any shape", *pair("expected_tool_any_shape_hits", "expected_tool_any_shape_rate")),
+        ("expected tool, named in any shape", *hits("expected_tool_any_shape_hits", "expected_tool_any_shape_rate")),
         (
-            f"expected tool + arguments, valid call (of {f['expected_arguments_tasks']})",
-            *pair("expected_arguments_hits", "expected_arguments_rate"),
+            f"expected tool + arguments, valid call (of {first['expected_arguments_tasks']})",
+            *hits("expected_arguments_hits", "expected_arguments_rate"),
         ),
         (
             "expected tool + arguments, any shape",
-            *pair("expected_arguments_any_shape_hits", "expected_arguments_any_shape_rate"),
+            *hits("expected_arguments_any_shape_hits", "expected_arguments_any_shape_rate"),
         ),
-        ("turns", *both("turns")),
-        ("turns cut at the token limit", *both("truncated_turns")),
-        ("blocks the budget closed (a value ran away)", *both("budget_closed_blocks")),
-        ("tokens generated", *both("tokens")),
-        ("generate time (s)", f"{f['generate_seconds']:.1f}", f"{c['generate_seconds']:.1f}"),
-        ("tokens per second", *both("tokens_per_second", tps)),
+        ("turns", *each("turns")),
+        ("turns cut at the token limit", *each("truncated_turns")),
+        ("blocks the budget closed (a value ran away)", *each("budget_closed_blocks")),
+        ("tokens generated", *each("tokens")),
+        ("generate time (s)", *each("generate_seconds", lambda v: f"{v:.1f}")),
+        ("tokens per second", *each("tokens_per_second", tps)),
     ]
     return rows
 
@@ -264,7 +268,10 @@ def summary_rows(summary: Mapping[str, Any]) -> list[tuple[str, str, str]]:
 def markdown_report(report: Report) -> str:
     cfg, summary = report.config, report.summary
     f, c = summary["modes"]["free"], summary["modes"]["constrained"]
-    lines = ["# toolgrammar compare: free vs constrained sampling", ""]
+    server = summary["modes"].get(LLAMA_SERVER)
+    headings = side_headings(summary)
+    title = "free, toolgrammar and llama.cpp's own grammar" if server is not None else "free vs constrained sampling"
+    lines = [f"# toolgrammar compare: {title}", ""]
     if not report.ok:
         lines += [
             '<p style="color:red"><b>BUG: the constrained run made errors.</b></p>',
@@ -284,13 +291,15 @@ def markdown_report(report: Report) -> str:
         f"tool_choice `{cfg['tool_choice']}`{', prose first' if cfg.get('prose_first') else ''}, "
         f"reasoning `{cfg['reasoning']}`, whitespace `{cfg['whitespace']}`",
         f"- Constrained side: {_policy_sentence(cfg)}",
+        *([f"- llama.cpp's own side: {LLAMA_SERVER_SENTENCE}"] if server is not None else []),
         f"- Machine: {report.environment.get('machine', '')}",
         "",
-        "| metric | free | constrained |",
-        "|---|---:|---:|",
+        "| metric | " + " | ".join(headings) + " |",
+        "|---|" + "---:|" * len(headings),
     ]
     lines += [
-        f"| {'&nbsp;' * 2 * (len(m) - len(m.lstrip()))}{m.strip()} | {a} | {b} |" for m, a, b in summary_rows(summary)
+        f"| {'&nbsp;' * 2 * (len(m) - len(m.lstrip()))}{m.strip()} | " + " | ".join(values) + " |"
+        for m, *values in summary_rows(summary)
     ]
     lines += ["", "## Errors the grammar hid", ""]
     hidden = summary["hidden_by_grammar"]
@@ -299,12 +308,13 @@ def markdown_report(report: Report) -> str:
             f"Intended calls that could not run: {f['intended_errors']} free, {c['intended_errors']} constrained: "
             f"**{summary['errors_hidden']} hidden by the grammar**.",
             "",
-            "| error kind | free | constrained | hidden |",
-            "|---|---:|---:|---:|",
+            "| error kind | free | constrained | hidden |" + (" llama.cpp's own |" if server is not None else ""),
+            "|---|---:|---:|---:|" + ("---:|" if server is not None else ""),
         ]
         fk, ck = f["intended_error_kinds"], c["intended_error_kinds"]
         for kind, count in hidden.items():
-            lines.append(f"| {kind} | {fk.get(kind, 0)} | {ck.get(kind, 0)} | {count} |")
+            own = f" {server['intended_error_kinds'].get(kind, 0)} |" if server is not None else ""
+            lines.append(f"| {kind} | {fk.get(kind, 0)} | {ck.get(kind, 0)} | {count} |{own}")
     else:
         lines.append("The free run made no intended call that failed, so there was nothing to hide.")
     if c.get("gate_runs"):
@@ -334,17 +344,25 @@ def markdown_report(report: Report) -> str:
         lines += ["", "![error kinds and call rates](chart.png)", ""]
     else:
         lines += ["", "(No chart: matplotlib is not installed; `pip install 'toolgrammar[compare]'` brings it.)", ""]
-    lines += ["## Runs", "", "| seed | task | free: blocks / valid / errors | constrained: blocks / valid / errors |"]
-    lines += ["|---:|---|---|---|"]
+    sides = sides_of(summary)
+    lines += ["## Runs", "", "| seed | task | " + " | ".join(f"{h}: blocks / valid / errors" for h in headings) + " |"]
+    lines += ["|---:|---|" + "---|" * len(sides)]
     for r in report.runs:
-        fr, cr = r["free"], r["constrained"]
-        fe = ", ".join(f"{k} x{v}" for k, v in fr["error_kinds"].items()) or "-"
-        ce = ", ".join(f"{k} x{v}" for k, v in cr["error_kinds"].items()) or "-"
-        lines.append(
-            f"| {r['seed']} | {r['task_id']} | {fr['blocks']} / {fr['valid_calls']} / {fe} | "
-            f"{cr['blocks']} / {cr['valid_calls']} / {ce} |"
-        )
+        cells = []
+        for mode in sides:
+            side = r[mode]
+            errors = ", ".join(f"{k} x{v}" for k, v in side["error_kinds"].items()) or "-"
+            cells.append(f"{side['blocks']} / {side['valid_calls']} / {errors}")
+        lines.append(f"| {r['seed']} | {r['task_id']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+LLAMA_SERVER_SENTENCE = (
+    "llama-server `--jinja` on the same GGUF, sent each conversation with its tools and the same `tool_choice`; "
+    "llama.cpp builds its grammar from the tools and the chat template (nothing pre-filled); its raw tokens are "
+    "judged by the same strict parser"
+)
+"""How the llama-server side is run, for the report."""
 
 
 def _policy_sentence(cfg: Mapping[str, Any]) -> str:
@@ -385,35 +403,41 @@ def _policy_text(cfg: Mapping[str, Any]) -> str:
     return what
 
 
+CHART_COLORS = {"free": "#d62728", "constrained": "#1f77b4", LLAMA_SERVER: "#2ca02c"}
+
+
 def write_chart(summary: Mapping[str, Any], path: Path) -> None:
-    """A PNG: error kinds (left) and call rates (right), free vs constrained."""
+    """A PNG: error kinds (left) and call rates (right), one bar per side (:func:`sides_of`)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    f, c = summary["modes"]["free"], summary["modes"]["constrained"]
-    fk, ck = f["intended_error_kinds"], c["intended_error_kinds"]
-    kinds = [k for k in INTENDED_ERROR_KINDS if fk.get(k) or ck.get(k)]
+    sides = sides_of(summary)
+    labels_of = dict(zip(sides, side_headings(summary), strict=True))
+    modes = [summary["modes"][m] for m in sides]
+    width = 0.8 / len(sides)
+
+    def offset(i: int, n: int) -> float:
+        return i + (n - (len(sides) - 1) / 2) * width
+
+    kinds = [k for k in INTENDED_ERROR_KINDS if any(m["intended_error_kinds"].get(k) for m in modes)]
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
-    colors = {"free": "#d62728", "constrained": "#1f77b4"}
     if kinds:
         y = range(len(kinds))
-        left.barh([i - 0.2 for i in y], [fk.get(k, 0) for k in kinds], 0.4, label="free", color=colors["free"])
-        left.barh(
-            [i + 0.2 for i in y],
-            [ck.get(k, 0) for k in kinds],
-            0.4,
-            label="constrained",
-            color=colors["constrained"],
-        )
+        for n, (mode, m) in enumerate(zip(sides, modes, strict=True)):
+            left.barh(
+                [offset(i, n) for i in y],
+                [m["intended_error_kinds"].get(k, 0) for k in kinds],
+                width,
+                label=labels_of[mode],
+                color=CHART_COLORS[mode],
+            )
         left.set_yticks(list(y), kinds)
         left.invert_yaxis()
         left.legend()
     else:
-        left.text(
-            0.5, 0.5, "no failed intended call in either mode", ha="center", va="center", transform=left.transAxes
-        )
+        left.text(0.5, 0.5, "no failed intended call on any side", ha="center", va="center", transform=left.transAxes)
         left.set_yticks([])
     left.set_title("intended calls that cannot run, by error kind")
     left.set_xlabel("calls")
@@ -429,8 +453,9 @@ def write_chart(summary: Mapping[str, Any], path: Path) -> None:
         "expected tool, valid call",
         "expected tool + args, valid",
     ]
-    values = {
-        name: [
+    x = range(len(labels))
+    for n, (mode, m) in enumerate(zip(sides, modes, strict=True)):
+        values = [
             rate(m, "runs_with_intended_call"),
             rate(m, "runs_with_valid_call"),
             rate(m, "runs_with_other_shape_call"),
@@ -438,15 +463,11 @@ def write_chart(summary: Mapping[str, Any], path: Path) -> None:
             m["expected_tool_rate"] or 0.0,
             m["expected_arguments_rate"] or 0.0,
         ]
-        for name, m in (("free", f), ("constrained", c))
-    }
-    x = range(len(labels))
-    right.bar([i - 0.2 for i in x], values["free"], 0.4, label="free", color=colors["free"])
-    right.bar([i + 0.2 for i in x], values["constrained"], 0.4, label="constrained", color=colors["constrained"])
+        right.bar([offset(i, n) for i in x], values, width, label=labels_of[mode], color=CHART_COLORS[mode])
     right.set_xticks(list(x), labels, rotation=15, ha="right")
     right.set_ylim(0, 1)
     right.set_ylabel("fraction of runs")
-    right.set_title(f"call rates ({f['runs']} runs per mode)")
+    right.set_title(f"call rates ({modes[0]['runs']} runs per side)")
     right.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -17,7 +17,7 @@ from toolgrammar.errors import ToolgrammarError, ToolSchemaError
 from toolgrammar.evaluate import models
 from toolgrammar.evaluate.compare.config import (
     CONFIG_VERSION,
-    MODES,
+    LLAMA_SERVER,
     CompareConfig,
     CompareError,
     Mode,
@@ -64,9 +64,14 @@ def run_mode(
     config: CompareConfig,
     on_step: Callable[[str, int], None],
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """All turns of every run of one batch in one mode; returns (run records, timing records)."""
+    """All turns of every run of one batch in one mode; returns (run records, timing records).
+
+    The llama-server side sends the conversations themselves (llama.cpp renders them and builds its grammar from
+    the tools), with nothing pre-filled: its grammar forces what the policy forces.
+    """
     openai_tools = tools.to_openai()
-    opening = assistant_opening(config, tools)
+    server_side = mode == LLAMA_SERVER
+    opening = "" if server_side else assistant_opening(config, tools)
     conversations = [Conversation(task, initial_messages(task, config)) for task in batch]
     timings: list[dict[str, Any]] = []
     gate, gate_seconds = _gate(generator, conversations, openai_tools, mode=mode, config=config)
@@ -82,13 +87,18 @@ def run_mode(
             extra: dict[str, Any] = {}
             if gate is not None:  # only then: generators without the keyword keep working
                 extra["steer_rows"] = [gate[id(c)].relevant for c in active]
-            outputs = generator.generate(
-                prompts,
-                constrained=mode == "constrained",
-                seed=turn_seed,
-                on_step=lambda step, turn=turn: on_step(f"{mode} turn {turn + 1}", step),
-                **extra,
-            )
+
+            def step(n: int, turn: int = turn) -> None:
+                on_step(f"{mode} turn {turn + 1}", n)
+
+            if server_side:
+                outputs = generator.llama_server_side().generate(
+                    [c.messages for c in active], openai_tools, config, seed=turn_seed, on_step=step
+                )
+            else:
+                outputs = generator.generate(
+                    prompts, constrained=mode == "constrained", seed=turn_seed, on_step=step, **extra
+                )
             seconds = time.perf_counter() - started
             grammar_seconds = getattr(generator, "processor_seconds", 0.0) - grammar_before
             if len(outputs) != len(active):
@@ -308,6 +318,7 @@ def run_compare(
             and not (k == "prefix_true" and v is False)
             and not (k == "skip" and v == 0)
             and not (k == "backend" and v == "transformers")
+            and not (k == "llama_server" and v is False)
         },  # options only when not the default: a directory written before the option resumes
         "tools_fingerprint": tools.fingerprint,
         "tasks_sha256": _sha256_file(tasks_file),
@@ -357,14 +368,16 @@ def run_compare(
     config_file.write_text(json.dumps(identity, indent=2) + "\n", encoding="utf-8")
     _replace_lines(runs_file, timings + runs)  # only complete batches survive
 
-    total = len(tasks) * len(config.seeds) * 2
-    bar = progress_bar(total, config.progress, initial=2 * len(runs))
+    sides = config.sides()
+    server_settings: dict[str, Any] = {}
+    total = len(tasks) * len(config.seeds) * len(sides)
+    bar = progress_bar(total, config.progress, initial=len(sides) * len(runs))
     try:
         for seed, index, batch in plan:
             if (seed, index) in done:
                 continue
             per_mode: dict[str, list[dict[str, Any]]] = {}
-            for mode in MODES:
+            for mode in sides:
 
                 def on_step(what: str, step: int, seed: int = seed, index: int = index) -> None:
                     bar.tick(f"seed {seed} batch {index + 1} {what}: token {step}/{config.max_new_tokens}")
@@ -394,8 +407,7 @@ def run_compare(
                         "task_id": task.id,
                         "task": task.to_dict(),
                         "prompt": task.prompt,
-                        "free": per_mode["free"][position],
-                        "constrained": per_mode["constrained"][position],
+                        **{mode: per_mode[mode][position] for mode in sides},
                     }
                     handle.write(json.dumps(record, ensure_ascii=False) + "\n")
                     handle.flush()
@@ -404,11 +416,19 @@ def run_compare(
                         on_run(record)
     finally:
         bar.close()
+        settings = getattr(generator, "llama_server_settings", None)
+        if settings:  # read before the server is stopped: the grammar its side ran under, for report.json
+            server_settings.update(settings)
+        close = getattr(generator, "close", None)
+        if close is not None:
+            close()  # a llama-server it started
 
     order = {(s, t.id): (i, j) for i, s in enumerate(config.seeds) for j, t in enumerate(tasks)}
     runs.sort(key=lambda r: order.get((r["seed"], r["task_id"]), (1 << 30, 0)))
     environment = _environment(generator)
     environment["prompt_example"] = prompt_example
+    if server_settings:
+        environment["llama_server"] = server_settings
     report = Report(config.to_dict(), summarize(runs, timings, tools.names), runs, out, environment, timings)
     (out / "report.json").write_text(
         json.dumps(report.to_dict(), ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
