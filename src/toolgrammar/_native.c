@@ -12,7 +12,7 @@
  * (text_tokens), the tail bound's shortest paths (relax), subset construction (subset), the joins of
  * composed parts (shift_rows), pruning (live_states, reach, compact), minimization (minimize,
  * Hopcroft's) and the canonical numbering after it (bfs_order); and one step of generation, prefix-true
- * masking's pour (pour). Each has a Python/numpy twin in runtime/token_table.py,
+ * masking's pour (pour), and a row's mask write and input check (mask_row, follow_ids). Each has a Python/numpy twin in runtime/token_table.py,
  * runtime/token_grammar.py, runtime/prefix_true.py, automata/subset.py and automata/compose.py that
  * gives the same result (tests/base/test_native.py compares them).
  *
@@ -1925,6 +1925,149 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------------------------------------
+ * One row's constrained step on the host (the one-row paths of the transformers and llama.cpp
+ * processors): the two pieces of it that touch the row or the input, so that a step's Python sequences
+ * the cursor and nothing else.
+ *
+ * A row is a writable float32 buffer (a numpy row), or an address: a CPU tensor's data_ptr(), given by
+ * a caller that checked it is float32, C-contiguous, on the CPU, outside autograd and at least `width`
+ * columns long (runtime/host_row.py's HostMasker and integrations/hf.py do); reading the address costs
+ * ~0.1 us where a numpy view of the tensor costs 1-4.
+ * ---------------------------------------------------------------------------------------------- */
+
+static int row_arg(PyObject *obj, Py_ssize_t width, Buf *b, float **out) {
+    b->held = 0;
+    if (PyLong_Check(obj)) {
+        void *p = PyLong_AsVoidPtr(obj);
+        if (p == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "row: address 0");
+            return -1;
+        }
+        *out = p;
+        return 0;
+    }
+    if (get_buf(obj, b, "row", 4, 1)) return -1;
+    if (N(*b, float) != width) {
+        PyErr_Format(PyExc_ValueError, "row: %zd columns, but width is %zd", N(*b, float), width);
+        return -1;
+    }
+    *out = b->view.buf;
+    return 0;
+}
+
+/* mask_row(row, width, n_tokens, banned or None, allowed or None) -> None
+ *
+ * Writes a StateMask into one row, padding columns n_tokens..width-1 included: with `banned` (int64 ids)
+ * those ids and the padding become -inf; with `allowed` every column but those does; with neither only the
+ * padding (an all-allowed state, or a finished row). The numpy twin is HostMasker.apply_numpy. Every id is
+ * checked against 0..n_tokens-1 before anything is written. */
+static PyObject *mask_row(PyObject *self, PyObject *args) {
+    PyObject *o_row, *o_banned, *o_allowed;
+    Py_ssize_t width, n_tokens;
+    if (!PyArg_ParseTuple(args, "OnnOO", &o_row, &width, &n_tokens, &o_banned, &o_allowed)) return NULL;
+    Buf row = {0}, ids = {0};
+    PyObject *result = NULL;
+    float *R;
+    float *kept = NULL;
+    if (n_tokens < 0 || width < n_tokens) {
+        PyErr_Format(PyExc_ValueError, "mask_row: width %zd is less than n_tokens %zd", width, n_tokens);
+        return NULL;
+    }
+    if (o_banned != Py_None && o_allowed != Py_None) {
+        PyErr_SetString(PyExc_ValueError, "mask_row: give banned or allowed ids, not both");
+        return NULL;
+    }
+    if (row_arg(o_row, width, &row, &R)) goto done;
+    PyObject *o_ids = o_banned != Py_None ? o_banned : o_allowed;
+    const int64_t *I = NULL;
+    Py_ssize_t n = 0;
+    if (o_ids != Py_None) {
+        if (get_buf(o_ids, &ids, o_banned != Py_None ? "banned" : "allowed", 8, 0)) goto done;
+        I = ids.view.buf;
+        n = N(ids, int64_t);
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (I[i] < 0 || I[i] >= n_tokens) {
+                PyErr_Format(PyExc_ValueError, "mask_row: id %lld at %zd is outside 0..%zd", (long long)I[i], i,
+                             n_tokens - 1);
+                goto done;
+            }
+    }
+    const float neg = -INFINITY;
+    if (o_allowed != Py_None) {
+        kept = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(float));
+        if (kept == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) kept[i] = R[I[i]];
+        for (Py_ssize_t j = 0; j < width; j++) R[j] = neg;
+        for (Py_ssize_t i = 0; i < n; i++) R[I[i]] = kept[i];
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) R[I[i]] = neg;
+        for (Py_ssize_t j = n_tokens; j < width; j++) R[j] = neg;
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    PyMem_Free(kept);
+    release(&row);
+    release(&ids);
+    return result;
+}
+
+/* follow_ids(ids, length, before, head, tail) -> the new token, or -1
+ *
+ * Whether a sequence of `length` int64 ids (an address, checked by the caller as for a row, or a buffer)
+ * is the previous call's `before` ids plus one: it must start with `head` (bytes: the first ids, as the
+ * processor kept them when the generation started) and its ids before-k..before-1 must equal the first k
+ * of `tail` (a writable buffer of w ids: the previous call's last k = min(w, before)). Where it is, `tail`
+ * becomes this call's last min(w, length) ids and the new id is returned; where not, nothing changes and
+ * the answer is -1. The numpy twin is InputWindow.follows in runtime/input_window.py. */
+static PyObject *follow_ids(PyObject *self, PyObject *args) {
+    PyObject *o_ids, *o_head, *o_tail;
+    Py_ssize_t length, before;
+    if (!PyArg_ParseTuple(args, "OnnOO", &o_ids, &length, &before, &o_head, &o_tail)) return NULL;
+    Buf ids = {0}, head = {0}, tail = {0};
+    PyObject *result = NULL;
+    const int64_t *I;
+    if (length < 0) {
+        PyErr_Format(PyExc_ValueError, "follow_ids: length %zd", length);
+        return NULL;
+    }
+    if (PyLong_Check(o_ids)) {
+        I = PyLong_AsVoidPtr(o_ids);
+        if (I == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "follow_ids: address 0");
+            return NULL;
+        }
+    } else {
+        if (get_buf(o_ids, &ids, "ids", 8, 0)) goto done;
+        if (N(ids, int64_t) != length) {
+            PyErr_Format(PyExc_ValueError, "follow_ids: %zd ids, but length is %zd", N(ids, int64_t), length);
+            goto done;
+        }
+        I = ids.view.buf;
+    }
+    if (get_buf(o_head, &head, "head", 1, 0) || get_buf(o_tail, &tail, "tail", 1, 1)) goto done;
+    Py_ssize_t nh = head.view.len / 8, w = tail.view.len / 8;
+    long long token = -1;
+    if (before > 0 && before + 1 == length && nh <= before && head.view.len % 8 == 0) {
+        Py_ssize_t k = before < w ? before : w;
+        if (memcmp(I, head.view.buf, (size_t)nh * 8) == 0 && memcmp(I + before - k, tail.view.buf, (size_t)k * 8) == 0) {
+            Py_ssize_t m = length < w ? length : w;
+            memcpy(tail.view.buf, I + length - m, (size_t)m * 8);
+            token = I[length - 1];
+        }
+    }
+    result = PyLong_FromLongLong(token);
+done:
+    release(&ids);
+    release(&head);
+    release(&tail);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"trie_build", trie_build, METH_VARARGS, "Sort the tokens and lay their trie out in preorder."},
     {"trie_walk", trie_walk, METH_VARARGS, "Every token the automaton accepts from a state, with its end state."},
@@ -1940,6 +2083,8 @@ static PyMethodDef methods[] = {
     {"shift_rows", shift_rows, METH_VARARGS, "Copy a table's rows into another, targets shifted, dead kept."},
     {"compact", compact, METH_VARARGS, "The kept rows of a table, targets renumbered."},
     {"pour", pour, METH_VARARGS, "Prefix-true masking: the donors' probability onto their groups' receivers."},
+    {"mask_row", mask_row, METH_VARARGS, "One row masked by a state's banned or allowed ids, padding included."},
+    {"follow_ids", follow_ids, METH_VARARGS, "The id a sequence adds to the previous call's, or -1."},
     {"subset", subset, METH_VARARGS, "Subset construction of a Thompson NFA, states numbered breadth-first."},
     {NULL, NULL, 0, NULL},
 };

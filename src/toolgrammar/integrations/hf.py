@@ -38,6 +38,7 @@ from toolgrammar.runtime.closing import close_row, log_sum, stop_ids
 from toolgrammar.runtime.cursor import Cursor
 from toolgrammar.runtime.device_state import Closing, Follow, Pending, Tally, follow_on_device, follow_row, host_closing
 from toolgrammar.runtime.host_row import check_budget_fits, start_state_of
+from toolgrammar.runtime.input_window import WINDOW, InputWindow
 from toolgrammar.runtime.masking import MaskApplier
 from toolgrammar.runtime.prefix_true import NO_TABLE, pour_host_row
 from toolgrammar.runtime.steering import CallPoints, call_openers, steer_row
@@ -58,9 +59,7 @@ _PER_GENERATION = frozenset(
         "_steer_allowed",
         "_prev_ids",
         "_windows",
-        "_host_len",
-        "_host_head",
-        "_host_tail",
+        "_window",
         "_owner",
         "_guard",
         "_applier",
@@ -71,8 +70,6 @@ _PER_GENERATION = frozenset(
         "_follows",
     }
 )
-_WINDOW = 16
-"""Tokens compared at each end when checking that a step extends the previous one (see ``_sync``)."""
 _SHARED_MESSAGE = (
     "this ToolCallLogitsProcessor is following another generation (another thread's generate() call): use one "
     "processor per concurrent generation; processors built for the same tokenizer, tools and options share one "
@@ -146,6 +143,12 @@ def _host_views(input_ids: torch.Tensor, scores: torch.Tensor) -> tuple[np.ndarr
     except (TypeError, RuntimeError):
         return None
     return (ids, sc) if sc.dtype == np.float32 else None
+
+
+def _addressable(t: torch.Tensor, dtype: torch.dtype) -> bool:
+    """Whether the C core may read or write ``t`` by its address: what ``numpy()`` would view without a copy
+    (CPU, outside autograd), of ``dtype``, contiguous. About 0.3 us where a numpy view costs 1-4."""
+    return t.dtype is dtype and t.is_cpu and not t.requires_grad and t.is_contiguous()
 
 
 def _under_way(cursor: Cursor) -> bool:
@@ -360,10 +363,7 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         self._prev_ids: torch.Tensor | None = None
         self._windows: list[list[int]] = []  # per row: the windows the next input must repeat (see _sync)
         self._tail_len = 0
-        # The host path's record of the last input (see _call_host_row): its length (-1: none), and the bytes
-        # of its first and last _WINDOW tokens, which the next input must repeat.
-        self._host_len = -1
-        self._host_head = self._host_tail = b""
+        self._window = InputWindow()  # the host path's record of the last input (see _call_host_row)
         self._watch_overrun = False  # see _check_overrun
         self.prompt_length = 0
         self.generate_budget: int | None = None
@@ -518,7 +518,7 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         """Advance every row by the token ``input_ids`` adds to the last step's input, or start a new generation.
 
         Whether the input extends the last one is checked on windows, not whole: each row's first
-        :data:`_WINDOW` tokens and the last ones of the previous input. A whole-sequence comparison every step
+        :data:`WINDOW` tokens and the last ones of the previous input. A whole-sequence comparison every step
         costs O(context) per token, quadratic over a long generation (3.8x an ``add_`` pass at 128k tokens); a
         new ``generate()`` call whose input is one token longer and agrees on both windows but not in between is
         not a case that happens (``reset()`` marks a new call for certain). The windows and the new tokens are
@@ -535,9 +535,9 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         seen = torch.cat([input_ids[:, :head], input_ids[:, length - 1 - tail :]], dim=1).tolist()
         if all(row[:-1] == old for row, old in zip(seen, self._windows, strict=True)):
             tokens = [row[-1] for row in seen]
-            cut = head + (1 if tail == _WINDOW else 0)
+            cut = head + (1 if tail == WINDOW else 0)
             self._windows = [row[:head] + row[cut:] for row in seen]
-            self._tail_len = min(_WINDOW, tail + 1)
+            self._tail_len = min(WINDOW, tail + 1)
         elif self._reorder(input_ids, prev):
             tokens = input_ids[:, -1].tolist()
             self._windows = self._read_windows(input_ids)
@@ -555,9 +555,9 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         self._prev_ids = input_ids
 
     def _read_windows(self, input_ids: torch.Tensor) -> list[list[int]]:
-        """Each row's first :data:`_WINDOW` tokens (of the prompt) and last :data:`_WINDOW` ones (see :meth:`_sync`)."""
+        """Each row's first :data:`WINDOW` tokens (of the prompt) and last :data:`WINDOW` ones (see :meth:`_sync`)."""
         length = input_ids.shape[1]
-        head, self._tail_len = min(_WINDOW, self.prompt_length), min(_WINDOW, length)
+        head, self._tail_len = min(WINDOW, self.prompt_length), min(WINDOW, length)
         return torch.cat([input_ids[:, :head], input_ids[:, length - self._tail_len :]], dim=1).tolist()
 
     def _follow_on_device(self) -> None:
@@ -607,12 +607,9 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         self._owner = me
 
     def _masked(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        views = _host_views(input_ids, scores) if scores.dim() == 2 and scores.shape[0] == 1 else None
-        if views is not None:
-            done = self._call_host_row(input_ids, scores, *views)
-            if done is not None:
-                return done
-        self._host_len = -1
+        if self._call_host_row(input_ids, scores):
+            return scores
+        self._window.forget()
         if scores.dim() != 2 or input_ids.dim() != 2 or scores.shape[0] != input_ids.shape[0]:
             raise ProcessorError(
                 f"expected input_ids (batch, length) and scores (batch, vocab) with the same batch, got "
@@ -672,38 +669,40 @@ class ToolCallLogitsProcessor(LogitsProcessor):
                 closers.append(ids)
         return close, closers
 
-    def _call_host_row(
-        self, input_ids: torch.Tensor, scores: torch.Tensor, ids: np.ndarray, sc: np.ndarray
-    ) -> torch.Tensor | None:
-        """One row on the host, through numpy views (``ids``, ``sc``): about a third of the torch path's per-step cost.
+    def _call_host_row(self, input_ids: torch.Tensor, scores: torch.Tensor) -> bool:
+        """One row on the host, in place: about a third of the torch path's per-step cost. False where this path
+        does not apply (a batch, a device or autograd tensor, or a shape the torch path rejects with its error).
 
-        The sequence is checked against the previous call's (it must be that input plus one token, agreeing on
-        its first and last :data:`_WINDOW` tokens, as in :meth:`_sync`; the previous input's are kept as
-        bytes), and the mask is one numpy write. ``None`` when this path does not apply (a batch, or a shape the
-        checks below reject with their error).
+        With the C core (the token table's), the input and the row are read and written by address, and the
+        input check (:class:`~toolgrammar.runtime.input_window.InputWindow`: the last input plus one token, agreeing
+        on its first and last :data:`WINDOW` tokens, as in :meth:`_sync`) and the mask write are one C call
+        each; without it, both go through numpy views. A numpy view of the row is made only where an option
+        (close_on_stop at a complete call, prefix-true, stop strings, steering) reads it.
         """
+        shape, ids_shape = scores.shape, input_ids.shape
         n_tokens = self.grammar.table.n_tokens
-        if sc.ndim != 2 or ids.ndim != 2 or sc.shape[0] != 1 or ids.shape[0] != 1 or sc.shape[1] < n_tokens:
-            return None
-        length = ids.shape[1]
-        before = self._host_len
-        extends = False
-        if before + 1 == length and before > 0:
-            tail = min(_WINDOW, before)
-            window = ids[0, before - tail :].tobytes()  # the last input's tail and the new token
-            size = ids.itemsize
-            extends = window[:-size] == self._host_tail and ids[0, : len(self._host_head) // size].tobytes() == (
-                self._host_head
-            )
-        if extends:
-            self._advance(0, int(ids[0, -1]))
+        if len(shape) != 2 or len(ids_shape) != 2 or shape[0] != 1 or ids_shape[0] != 1 or shape[1] < n_tokens:
+            return False
+        core = self.grammar.table.native
+        view: np.ndarray | None = None
+        if core is not None and _addressable(scores, torch.float32) and _addressable(input_ids, torch.int64):
+            ids: int | np.ndarray = input_ids.data_ptr()
+            row: int | np.ndarray = scores.data_ptr()
+        else:
+            views = _host_views(input_ids, scores)
+            if views is None:
+                return False
+            core = None
+            ids, view = views[0][0], views[1][0]
+            row = view
+        length = ids_shape[1]
+        token = self._window.follows(ids, length, core)
+        if token >= 0:
+            self._advance(0, token)
             self._follow_on_device()
-            self._host_tail = window[size:] if tail == _WINDOW else window
         else:
             self._start(input_ids)
-            self._host_head = ids[0, : min(_WINDOW, self.prompt_length)].tobytes()
-            self._host_tail = ids[0, max(0, length - _WINDOW) :].tobytes()
-        self._host_len = length
+            self._window.restart(input_ids[0].numpy(), self.prompt_length)
         self._prev_ids = input_ids
         self._windows = []
         if self._watch_overrun:
@@ -711,20 +710,31 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         cursor = self.cursors[0]
         mask = cursor.mask()
         closers = cursor.closing_tokens() if mask is not None and self._stop_ids is not None else None
-        stop = log_sum(sc[0][self._stop_ids]) if closers is not None and len(closers) else None
-        prefix = self.grammar.prefix_table(cursor.state) if self.prefix_true and mask is not None else NO_TABLE
-        donors = sc[0][prefix.donors] if not prefix.empty else None
-        self._applier.apply_host_row(sc[0], mask, n_tokens)
-        if donors is not None:
-            pour_host_row(sc[0], donors, prefix, self.grammar.table.native)
-        if stop is not None:
-            self._pending[0] = close_row(sc[0], stop, closers, host_closing(self._closing[0]))
+        closing = closers is not None and len(closers) > 0
         stops = self._stops
-        if mask is not None and stops is not None and self.grammar.eos_allowed[cursor.state]:
-            pool_stops(sc[0], stops.banned(self._tails[0]), self._end_ids)
-        if mask is not None and self._call_points is not None and self._fresh[0]:
-            self._steered.add(count=steer_row(sc[0], self._call_points.openers))
-        return scores
+        stopping = mask is not None and stops is not None and self.grammar.eos_allowed[cursor.state]
+        steering = mask is not None and self._call_points is not None and self._fresh[0]
+        pouring = self.prefix_true and mask is not None
+        if not (closing or stopping or steering or pouring):
+            if core is not None:
+                self._applier.host.apply_at(row, shape[1], mask, n_tokens, core)
+            elif view is not None:
+                self._applier.host.apply_numpy(view, mask, n_tokens)
+            return True
+        sc = view if view is not None else scores.numpy()[0]
+        stop = log_sum(sc[self._stop_ids]) if closing else None
+        prefix = self.grammar.prefix_table(cursor.state) if pouring else NO_TABLE
+        donors = sc[prefix.donors] if not prefix.empty else None
+        self._applier.apply_host_row(sc, mask, n_tokens, core)
+        if donors is not None:
+            pour_host_row(sc, donors, prefix, self.grammar.table.native)
+        if stop is not None and closers is not None:
+            self._pending[0] = close_row(sc, stop, closers, host_closing(self._closing[0]))
+        if stopping and stops is not None:
+            pool_stops(sc, stops.banned(self._tails[0]), self._end_ids)
+        if steering and self._call_points is not None:
+            self._steered.add(count=steer_row(sc, self._call_points.openers))
+        return True
 
     # -- reporting ---------------------------------------------------------------------------
 

@@ -497,7 +497,7 @@ class VllmToolCallLogitsProcessor(LogitsProcessor):
             view = logits[rows[0]].numpy()
             stop = log_sum(view[stops]) if closing_rows else None
             donors = view[prefixes[0].donors] if not prefixes[0].empty else None
-            self.applier.apply_host_row(view, masks[0], n_tokens)
+            self.applier.apply_host_row(view, masks[0], n_tokens, grammar.table.native)
             if donors is not None:
                 pour_host_row(view, donors, prefixes[0], grammar.table.native)
             if stop is not None:

@@ -11,6 +11,7 @@ step in the same order: donors read, mask, pour, close_on_stop, stop strings, st
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -59,7 +60,8 @@ def check_budget_fits(grammar: TokenGrammar, options: Any, start_state: int, max
 
 class HostMasker:
     """Writes a :class:`~toolgrammar.runtime.token_grammar.StateMask` into one float32 host row, padding columns
-    included, in one numpy write (the banned ids with the padding are cached per mask and width)."""
+    included: in one call of the C core's ``mask_row`` where the core is on, else in one numpy write (the
+    banned ids with the padding are cached per mask and width)."""
 
     def __init__(self) -> None:
         self._with_padding: dict[tuple[int, int, int], np.ndarray] = {}
@@ -78,12 +80,29 @@ class HostMasker:
                 self._keep[id(m.banned)] = m
         return ids
 
-    def apply(self, row: np.ndarray, m: StateMask | None, n_tokens: int) -> None:
-        """Mask one host row (a float32 numpy view of the logits) and its padding columns, in one write.
+    def apply(self, row: np.ndarray, m: StateMask | None, n_tokens: int, core: ModuleType | None = None) -> None:
+        """Mask one host row (a 1-D float32 numpy array, written in place) and its padding columns.
 
-        A banned list carries the padding columns; an allowed list fills the whole row anyway; only an
-        all-allowed (or ``None``: finished) row writes the padding alone.
-        """
+        ``core``: the C core that writes it (the token table's
+        :attr:`~toolgrammar.runtime.token_table.TokenTable.native`), or ``None`` for numpy; both write the same
+        values."""
+        if core is not None:
+            self.apply_at(row, row.shape[0], m, n_tokens, core)
+        else:
+            self.apply_numpy(row, m, n_tokens)
+
+    @staticmethod
+    def apply_at(row: int | np.ndarray, width: int, m: StateMask | None, n_tokens: int, core: ModuleType) -> None:
+        """:meth:`apply` in the C core, where ``row`` may also be the address of a CPU tensor's row of ``width``
+        float32 columns, checked by the caller (contiguous, outside autograd: what ``Tensor.numpy()`` would accept)."""
+        if m is None or m.all_allowed:
+            core.mask_row(row, width, n_tokens, None, None)
+        else:
+            core.mask_row(row, width, n_tokens, m.banned, m.allowed)
+
+    def apply_numpy(self, row: np.ndarray, m: StateMask | None, n_tokens: int) -> None:
+        """:meth:`apply` in numpy: a banned list carries the padding columns; an allowed list fills the whole row
+        anyway; only an all-allowed (or ``None``: finished) row writes the padding alone."""
         width = row.shape[0]
         if m is None or m.all_allowed:
             if width > n_tokens:
@@ -173,7 +192,7 @@ class HostRow:
         stop = log_sum(row[rules.close_ids]) if closers is not None and len(closers) else None
         prefix = grammar.prefix_table(cursor.state) if rules.prefix_true and mask is not None else NO_TABLE
         donors = row[prefix.donors] if not prefix.empty else None
-        self._masker.apply(row, mask, n_tokens)
+        self._masker.apply(row, mask, n_tokens, grammar.table.native)
         if donors is not None:
             pour_host_row(row, donors, prefix, grammar.table.native)
         if stop is not None and closers is not None:

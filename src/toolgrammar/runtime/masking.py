@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -112,10 +113,12 @@ class MaskApplier:
             row.fill_(NEG_INF)
             row.index_copy_(0, ids, kept)
 
-    def apply_host_row(self, row: np.ndarray, m: StateMask | None, n_tokens: int) -> None:
-        """Mask one host row (a float32 numpy view of the logits) and its padding columns, in one write
-        (:meth:`toolgrammar.runtime.host_row.HostMasker.apply`)."""
-        self.host.apply(row, m, n_tokens)
+    def apply_host_row(
+        self, row: np.ndarray, m: StateMask | None, n_tokens: int, core: ModuleType | None = None
+    ) -> None:
+        """Mask one host row (a float32 numpy view of the logits) and its padding columns, in one write, in the
+        C core ``core`` or in numpy (:meth:`toolgrammar.runtime.host_row.HostMasker.apply`)."""
+        self.host.apply(row, m, n_tokens, core)
 
     def gather_donors(self, logits: torch.Tensor, rows: Sequence[int], tables: Sequence[PrefixTable]) -> Pouring | None:
         """Prefix-true masking, before the mask: read the donors' logits of rows ``rows`` (``tables[i]``: row
