@@ -53,8 +53,8 @@ def summarize(paths: list[str]) -> str:
         f"(source {', '.join(sorted({r['machine']['git'] for r in runs}))}). "
         f"Machine: {m0['cpu']}, {m0['nproc']} cores, torch threads {m0['torch_threads']}, Python {m0['python']}, "
         + ", ".join(f"{k} {v}" for k, v in m0["versions"].items() if v)
-        + f". 1-minute load average at the start -> end of each run: {loads} (other engineers' tests shared the "
-        "2 cores). Cells: median over the runs (each run's value in brackets).",
+        + f". 1-minute load average at the start -> end of each run: {loads} (the run "
+        "itself accounts for about 1 of it). Cells: median over the runs (each run's value in brackets).",
         "",
     ]
 
