@@ -136,3 +136,27 @@ def test_llama_cpps_grammar_takes_two_calls_in_one_block_which_the_format_has_no
     assert parse_turn(one, tools, format="hermes").ok and not parse_turn(two, tools, format="hermes").ok
     turn = compile_turn(tools, mode="schema", format="hermes")
     assert accepts(turn, one) and not accepts(turn, two)
+
+
+def test_a_gates_held_back_rows_are_the_unsteered_processors_turns(loaded: Any) -> None:
+    """``steer_rows`` in the llama.cpp generator: one processor, switched per row; a held-back row writes the turn the
+    unsteered generator writes, a steered row the turn the steered generator writes (same seed, same prompt)."""
+    tools = load_tools(bundled_tools_path(), mode="strings")
+    prompts = [
+        LlamaCppGenerator(loaded, tools, CompareConfig(backend="llama.cpp")).render(
+            [{"role": "user", "content": t["prompt"]}], tools.to_openai()
+        )
+        for t in TASKS
+    ]
+    options = {"backend": "llama.cpp", "max_new_tokens": 24, "temperature": 1.0}
+    steered = LlamaCppGenerator(loaded, tools, CompareConfig(steer_to_blocks=True, **options))
+    plain = LlamaCppGenerator(loaded, tools, CompareConfig(**options))
+    counted = steered.processor.steered_steps
+    held = steered.generate(prompts, constrained=True, seed=2, steer_rows=[False, False])
+    assert steered.processor.steered_steps == counted  # rows held back are never steered
+    mixed = steered.generate(prompts, constrained=True, seed=2, steer_rows=[True, False])
+    assert steered.processor.steered_steps > counted  # the row let through is
+    all_steered = steered.generate(prompts, constrained=True, seed=2)
+    unsteered = plain.generate(prompts, constrained=True, seed=2)
+    assert [g.text for g in held] == [g.text for g in unsteered]
+    assert mixed[0].text == all_steered[0].text and mixed[1].text == unsteered[1].text

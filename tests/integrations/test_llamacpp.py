@@ -144,6 +144,41 @@ def test_a_strided_row_is_masked_as_a_contiguous_one(llm: Any, vocab: Any) -> No
     assert np.isinf(b).sum() > 0
 
 
+def _replay(proc: Any, ids: np.ndarray, vocab: Any, *, seed: int, steps: int = 12) -> list[np.ndarray]:
+    """Random logits, greedy, one generation from ``ids``: each step's processed row."""
+    rng = np.random.default_rng(seed)
+    proc.reset()
+    rows = []
+    for _ in range(steps):
+        row = proc(ids, (rng.standard_normal(vocab.n_tokens) * 4).astype(np.float32))
+        rows.append(row.copy())
+        ids = np.append(ids, np.intc(int(np.argmax(row))))
+    return rows
+
+
+def test_one_processor_steers_the_generations_it_is_told_to(llm: Any, vocab: Any) -> None:
+    """``steer`` switched between generations (a relevance gate's verdicts): a held-back generation is bit for bit
+    the unsteered processor's, a steered one the steered processor's, on the same processor."""
+    ids = np.array(llm.tokenize(prompt_of(llm, SEED_TOOLS).encode(), add_bos=False, special=True), dtype=np.intc)
+    options = {"max_new_tokens": 32, "tool_choice": "auto", "reasoning": "disabled"}
+    switched = LlamaToolCallProcessor(vocab, SEED_TOOLS, steer_to_blocks=True, **options)
+    steered = _replay(LlamaToolCallProcessor(vocab, SEED_TOOLS, steer_to_blocks=True, **options), ids, vocab, seed=4)
+    plain = _replay(LlamaToolCallProcessor(vocab, SEED_TOOLS, **options), ids, vocab, seed=4)
+    assert any(not np.array_equal(a, b) for a, b in zip(steered, plain, strict=True))  # steering acts here
+    for steer, expected in ((False, plain), (True, steered), (False, plain)):
+        switched.steer = steer
+        assert switched.steer is steer
+        got = _replay(switched, ids, vocab, seed=4)
+        for step, (a, b) in enumerate(zip(got, expected, strict=True)):
+            np.testing.assert_array_equal(a, b, err_msg=f"steer={steer}, step {step}")
+    with pytest.raises(ProcessorError, match="steer must be True or False"):
+        switched.steer = 1
+    unsteered = LlamaToolCallProcessor(vocab, SEED_TOOLS, **options)
+    assert unsteered.steer is False
+    with pytest.raises(ProcessorError, match="steer needs steer_to_blocks=True"):
+        unsteered.steer = False
+
+
 def check_turn(turn: Any, vocab: Any, budget: int) -> None:
     assert turn.parsed.errors == (), (turn.text, [e.message for e in turn.parsed.errors])
     assert all(block.closed for block in turn.parsed.blocks), turn.text

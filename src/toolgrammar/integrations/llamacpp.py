@@ -191,12 +191,28 @@ stop_token_ids, **options :
         self._masker = HostMasker()
         self._earlier_closes = 0
         self._earlier_steered = 0
+        self._steer = True
         self.reset()
 
     @property
     def start_state(self) -> int:
         """The grammar state the turn starts from: the start, walked over ``assistant_prefix``."""
         return self.rules.start_state
+
+    @property
+    def steer(self) -> bool:
+        """Whether steering acts on the next generation (with ``steer_to_blocks``; set it to a relevance gate's
+        verdict on the request). Read when a generation starts, so one processor serves the requests a gate lets
+        steer and the ones it holds back (masked by the same grammar, unsteered)."""
+        return self.steer_to_blocks and self._steer
+
+    @steer.setter
+    def steer(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise ProcessorError(f"steer must be True or False, got {value!r}")
+        if not self.steer_to_blocks:
+            raise ProcessorError("steer needs steer_to_blocks=True: without steering there is nothing to switch")
+        self._steer = value
 
     def reset(self) -> None:
         """Forget the current generation; the next call starts from its input as the prompt."""
@@ -242,7 +258,7 @@ stop_token_ids, **options :
             row.advance(int(ids[-1]))
         else:
             self.reset()
-            row = self.row = HostRow(self.rules, self._masker)
+            row = self.row = HostRow(self.rules, self._masker, steer=self._steer)
             self.prompt_length = length
             self._head = ids[: min(_WINDOW, length)].tobytes()
         self._length = length

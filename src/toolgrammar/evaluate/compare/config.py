@@ -218,7 +218,7 @@ class CompareConfig:
 
     def sides(self) -> tuple[Mode, ...]:
         """The sides this run has: free and constrained, and llama-server's when asked."""
-        return (*MODES, LLAMA_SERVER) if self.llama_server else MODES
+        return SIDES if self.llama_server else MODES
 
     def grammar_options(self) -> dict[str, Any]:
         """The keyword options of :class:`~toolgrammar.integrations.hf.ToolCallLogitsProcessor`."""

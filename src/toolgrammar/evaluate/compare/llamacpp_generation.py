@@ -104,7 +104,6 @@ class LlamaCppGenerator:
         self.tools = tools
         self.config = config
         self._processor: Any = None
-        self._unsteered_processor: Any = None
         self._spelling: Any = None
         self.processor_seconds = 0.0
         self._path, self._threads = loaded.path, loaded.threads
@@ -139,30 +138,21 @@ class LlamaCppGenerator:
     def processor(self) -> Any:
         """The constrained side's processor (steered when ``config.steer_to_blocks``), built once."""
         if self._processor is None:
-            self._processor = self._build_processor(self.config.steer_to_blocks)
+            from toolgrammar.integrations.llamacpp import LlamaToolCallProcessor
+
+            config = self.config
+            self._processor = LlamaToolCallProcessor(
+                self.vocab,
+                self.tools,
+                max_new_tokens=config.max_new_tokens,
+                mode=config.mode,
+                steer_to_blocks=config.steer_to_blocks,
+                close_on_stop=config.close_on_stop,
+                prefix_true=config.prefix_true,
+                assistant_prefix=assistant_opening(config, self.tools),
+                **config.grammar_options(),
+            )
         return self._processor
-
-    def _unsteered(self) -> Any:
-        """The same processor without steering: the rows a relevance gate holds back."""
-        if self._unsteered_processor is None:
-            self._unsteered_processor = self._build_processor(False)
-        return self._unsteered_processor
-
-    def _build_processor(self, steer: bool) -> Any:
-        from toolgrammar.integrations.llamacpp import LlamaToolCallProcessor
-
-        config = self.config
-        return LlamaToolCallProcessor(
-            self.vocab,
-            self.tools,
-            max_new_tokens=config.max_new_tokens,
-            mode=config.mode,
-            steer_to_blocks=steer,
-            close_on_stop=config.close_on_stop,
-            prefix_true=config.prefix_true,
-            assistant_prefix=assistant_opening(config, self.tools),
-            **config.grammar_options(),
-        )
 
     def relevance(self, conversations: Sequence[list[dict[str, Any]]], tools: list[dict[str, Any]]) -> list[Any]:
         """The ``name`` relevance gate's verdict on each conversation, measured in llama.cpp: how likely the model,
@@ -182,13 +172,13 @@ class LlamaCppGenerator:
             pointer = llama_cpp.llama_get_logits_ith(llm.ctx, -1)
             return np.ctypeslib.as_array(pointer, shape=(n_vocab,)).astype(np.float64)
 
+        try:
+            head, targets = call_targets(get_format(self.config.format), names)
+        except NameFitError as exc:
+            raise RelevanceError(f"the name gate cannot judge: {exc}") from exc
         verdicts = []
         for messages in conversations:
             prompt = self._formatter(messages=messages, tools=tools, enable_thinking=False).prompt
-            try:
-                head, targets = call_targets(get_format(self.config.format), names)
-            except NameFitError as exc:
-                raise RelevanceError(f"the name gate cannot judge: {exc}") from exc
             ids = llm.tokenize((prompt + head).encode("utf-8"), add_bos=False, special=True)
 
             def first(prompt_ids: list[int]) -> Any:
@@ -240,9 +230,11 @@ class LlamaCppGenerator:
         self, prompt: str, constrained: bool, seed: int, on_step: Callable[[int], None] | None, *, steer: bool = True
     ) -> Generation:
         config, llm = self.config, self.llm
-        inner = (self.processor if steer else self._unsteered()) if constrained else None
+        inner = self.processor if constrained else None
         if inner is not None:
             inner.reset()
+            if self.config.steer_to_blocks:
+                inner.steer = steer  # a relevance gate's verdict on this row, read as the generation starts
         generator = self
         steps = 0
 
