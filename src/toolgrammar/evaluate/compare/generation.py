@@ -106,17 +106,8 @@ class HFGenerator:
         if self._processor is None:
             from toolgrammar.integrations.hf import ToolCallLogitsProcessor  # torch: only once a run generates
 
-            self._processor = ToolCallLogitsProcessor(
-                self.tokenizer,
-                self.tools,
-                max_new_tokens=self.config.max_new_tokens,
-                mode=self.config.mode,
-                steer_to_blocks=self.config.steer_to_blocks,
-                close_on_stop=self.config.close_on_stop,
-                prefix_true=self.config.prefix_true,
-                assistant_prefix=assistant_opening(self.config, self.tools),
-                **self.config.grammar_options(),
-            )
+            options = processor_options(self.config, self.tools)
+            self._processor = ToolCallLogitsProcessor(self.tokenizer, self.tools, **options)
         return self._processor
 
     @property
@@ -261,6 +252,21 @@ class HFGenerator:
 
 # --------------------------------------------------------------------------------------------------
 # What both sides find pre-filled
+
+
+def processor_options(config: CompareConfig, tools: Any) -> dict[str, Any]:
+    """The keyword options of the constrained side's processor, the same for every engine's
+    (:class:`~toolgrammar.integrations.hf.ToolCallLogitsProcessor`,
+    :class:`~toolgrammar.integrations.llamacpp.LlamaToolCallProcessor`)."""
+    return {
+        "max_new_tokens": config.max_new_tokens,
+        "mode": config.mode,
+        "steer_to_blocks": config.steer_to_blocks,
+        "close_on_stop": config.close_on_stop,
+        "prefix_true": config.prefix_true,
+        "assistant_prefix": assistant_opening(config, tools),
+        **config.grammar_options(),
+    }
 
 
 def assistant_opening(config: CompareConfig, tools: Any) -> str:

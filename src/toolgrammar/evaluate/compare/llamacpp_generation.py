@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from toolgrammar.evaluate.compare.config import CompareConfig, CompareError
-from toolgrammar.evaluate.compare.generation import Generation, assistant_opening
+from toolgrammar.evaluate.compare.generation import Generation, processor_options
 from toolgrammar.evaluate.compare.llama_server import LlamaServer, LlamaServerSide
 from toolgrammar.evaluate.models import ALIASES, GGUF_RELEASES, default_cache_dir, gguf_release_path
 from toolgrammar.evaluate.tiny_gguf import write_tiny_random_gguf
@@ -140,18 +140,8 @@ class LlamaCppGenerator:
         if self._processor is None:
             from toolgrammar.integrations.llamacpp import LlamaToolCallProcessor
 
-            config = self.config
-            self._processor = LlamaToolCallProcessor(
-                self.vocab,
-                self.tools,
-                max_new_tokens=config.max_new_tokens,
-                mode=config.mode,
-                steer_to_blocks=config.steer_to_blocks,
-                close_on_stop=config.close_on_stop,
-                prefix_true=config.prefix_true,
-                assistant_prefix=assistant_opening(config, self.tools),
-                **config.grammar_options(),
-            )
+            options = processor_options(self.config, self.tools)
+            self._processor = LlamaToolCallProcessor(self.vocab, self.tools, **options)
         return self._processor
 
     def relevance(self, conversations: Sequence[list[dict[str, Any]]], tools: list[dict[str, Any]]) -> list[Any]:
