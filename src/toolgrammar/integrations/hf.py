@@ -715,17 +715,14 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         stopping = mask is not None and stops is not None and self.grammar.eos_allowed[cursor.state]
         steering = mask is not None and self._call_points is not None and self._fresh[0]
         pouring = self.prefix_true and mask is not None
-        if not (closing or stopping or steering or pouring):
-            if core is not None:
-                self._applier.host.apply_at(row, shape[1], mask, n_tokens, core)
-            elif view is not None:
-                self._applier.host.apply_numpy(view, mask, n_tokens)
-            return True
-        sc = view if view is not None else scores.numpy()[0]
-        stop = log_sum(sc[self._stop_ids]) if closing else None
+        reads = closing or stopping or steering or pouring  # options that read the logits before the write
+        sc = view if view is not None or not reads else scores.numpy()[0]
+        stop = log_sum(sc[self._stop_ids]) if closing and sc is not None else None
         prefix = self.grammar.prefix_table(cursor.state) if pouring else NO_TABLE
-        donors = sc[prefix.donors] if not prefix.empty else None
-        self._applier.apply_host_row(sc, mask, n_tokens, core)
+        donors = sc[prefix.donors] if sc is not None and not prefix.empty else None
+        self._applier.host.apply_at(row, shape[1], mask, n_tokens, core)
+        if sc is None or not reads:
+            return True
         if donors is not None:
             pour_host_row(sc, donors, prefix, self.grammar.table.native)
         if stop is not None and closers is not None:

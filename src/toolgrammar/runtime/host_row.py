@@ -86,16 +86,19 @@ class HostMasker:
         ``core``: the C core that writes it (the token table's
         :attr:`~toolgrammar.runtime.token_table.TokenTable.native`), or ``None`` for numpy; both write the same
         values."""
-        if core is not None:
-            self.apply_at(row, row.shape[0], m, n_tokens, core)
-        else:
-            self.apply_numpy(row, m, n_tokens)
+        self.apply_at(row, row.shape[0], m, n_tokens, core)
 
-    @staticmethod
-    def apply_at(row: int | np.ndarray, width: int, m: StateMask | None, n_tokens: int, core: ModuleType) -> None:
-        """:meth:`apply` in the C core, where ``row`` may also be the address of a CPU tensor's row of ``width``
-        float32 columns, checked by the caller (contiguous, outside autograd: what ``Tensor.numpy()`` would accept)."""
-        if m is None or m.all_allowed:
+    def apply_at(
+        self, row: int | np.ndarray, width: int, m: StateMask | None, n_tokens: int, core: ModuleType | None
+    ) -> None:
+        """:meth:`apply`, where with the C core ``row`` may also be the address of a CPU tensor's row of ``width``
+        float32 columns, checked by the caller (contiguous, outside autograd: what ``Tensor.numpy()`` would accept);
+        without it ``row`` is a numpy row."""
+        if core is None:
+            if not isinstance(row, np.ndarray):
+                raise TypeError("HostMasker.apply_at: a row given by address needs the C core")
+            self.apply_numpy(row, m, n_tokens)
+        elif m is None or m.all_allowed:
             core.mask_row(row, width, n_tokens, None, None)
         else:
             core.mask_row(row, width, n_tokens, m.banned, m.allowed)
